@@ -1,0 +1,143 @@
+"""Small analyses of the lowered nest that the code generator needs.
+
+- ``lane_coeff``: how an integer expression depends on the lane variable of a
+  vectorized loop (invariant, linear with a constant coefficient, or neither);
+- ``vectorize_blocker``: why a vectorized loop body cannot become vector code
+  (None when it can);
+- ``free_names``: the variables and buffers a loop body uses, to outline it.
+"""
+from __future__ import annotations
+
+from ...ir.expr import (Add, BinaryOp, BufferLoad, Call, Div, Expr, FloorDiv, FloorMod, IntImm,
+                        Mul, Select, Sub, Var, And, Or)
+from ...ir.functor import collect_loads, walk_expr, walk_stmt
+from ...ir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, Stmt
+
+
+def uses_var(e: Expr, name: str) -> bool:
+    return any(isinstance(x, Var) and x.name == name for x in walk_expr(e))
+
+
+def lane_coeff(e: Expr, lane: str):
+    """c such that ``e == base + c * lane`` with ``base`` lane-invariant; None if not affine."""
+    if isinstance(e, Var):
+        return 1 if e.name == lane else 0
+    if isinstance(e, IntImm):
+        return 0
+    if isinstance(e, (Add, Sub)):
+        a, b = lane_coeff(e.a, lane), lane_coeff(e.b, lane)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(e, Add) else a - b
+    if isinstance(e, Mul):
+        a, b = lane_coeff(e.a, lane), lane_coeff(e.b, lane)
+        if a is None or b is None:
+            return None
+        if a == 0 and b == 0:
+            return 0
+        if a == 0 and isinstance(e.a, IntImm):
+            return e.a.value * b
+        if b == 0 and isinstance(e.b, IntImm):
+            return e.b.value * a
+        return None
+    return 0 if not uses_var(e, lane) else None
+
+
+def flat_index(shape: tuple, indices: tuple) -> Expr:
+    """Row-major flat index as an expression (used for analysis, not emitted)."""
+    out: Expr = IntImm(0)
+    for dim, idx in zip(shape, indices):
+        out = Add(Mul(out, IntImm(dim)), idx)
+    return out
+
+
+def flat_coeff(shape: tuple, indices: tuple, lane: str):
+    """Lane coefficient of the flat index of an access, or None."""
+    total, stride = 0, 1
+    for d in range(len(shape) - 1, -1, -1):
+        c = lane_coeff(indices[d], lane)
+        if c is None:
+            return None
+        total += c * stride
+        stride *= shape[d]
+    return total
+
+
+def has_unsafe(e: Expr) -> bool:
+    """True when evaluating ``e`` eagerly may fault: it loads memory or divides integers."""
+    for x in walk_expr(e):
+        if isinstance(x, BufferLoad):
+            return True
+        if isinstance(x, (Div, FloorDiv, FloorMod)) and x.dtype == "int32" \
+                and not (isinstance(x.b, IntImm) and x.b.value != 0):
+            return True
+    return False
+
+
+def _stmt_exprs(s: Stmt) -> list:
+    if isinstance(s, BufferStore):
+        return [s.value, *s.indices]
+    if isinstance(s, IfThenElse):
+        return [s.cond]
+    return []
+
+
+def vectorize_blocker(loop: For):
+    """The reason the body of vectorized ``loop`` must run as a scalar loop, or None.
+
+    Vector code runs each statement for all lanes before the next statement; that
+    equals the sequential loop when every buffer written in the body is written
+    and read at a single index (so lanes never see each other's values) and each
+    lane writes its own element (a lane-invariant store would be a reduction
+    across lanes).
+    """
+    lane = loop.var.name
+    accesses: dict = {}
+    stored: set = set()
+    for node, _ in walk_stmt(loop.body):
+        if isinstance(node, For):
+            return f"nested loop {node.var.name}"
+        if isinstance(node, Allocate):
+            return f"allocation of {node.buffer.name}"
+        if isinstance(node, IfThenElse) and uses_var(node.cond, lane):
+            return "a guard that depends on the lane"
+        if isinstance(node, BufferStore):
+            if flat_coeff(node.buffer.shape, node.indices, lane) == 0:
+                return f"store to {node.buffer.name} is invariant in the lane (a reduction)"
+            stored.add(node.buffer.name)
+            accesses.setdefault(node.buffer.name, set()).add(node.indices)
+        if not isinstance(node, (For, SeqStmt, Allocate)):
+            for e in _stmt_exprs(node):
+                for ld in collect_loads(e):
+                    accesses.setdefault(ld.buffer.name, set()).add(ld.indices)
+    for name in stored:
+        if len(accesses[name]) > 1:
+            return f"{name} is accessed at more than one index (lanes could depend on each other)"
+    return None
+
+
+def free_names(s: Stmt) -> tuple:
+    """(variable names, buffer names) used inside ``s``, loop variables bound in it excluded."""
+    vars_, bufs, bound = set(), set(), set()
+    for node, _ in walk_stmt(s):
+        if isinstance(node, For):
+            bound.add(node.var.name)
+        elif isinstance(node, Allocate):
+            bufs.add(node.buffer.name)
+        elif isinstance(node, BufferStore):
+            bufs.add(node.buffer.name)
+        for e in _stmt_exprs(node):
+            for x in walk_expr(e):
+                if isinstance(x, Var):
+                    vars_.add(x.name)
+                elif isinstance(x, BufferLoad):
+                    bufs.add(x.buffer.name)
+    return vars_ - bound, bufs
+
+
+def is_logic(e: Expr) -> bool:
+    return isinstance(e, (And, Or))
+
+
+__all__ = ["lane_coeff", "flat_coeff", "flat_index", "has_unsafe", "vectorize_blocker",
+           "free_names", "uses_var", "BinaryOp", "Call", "Select"]

@@ -1,0 +1,314 @@
+"""Lowered loop nest -> LLVM IR module (llvmlite.ir).
+
+The module holds one exported function ``<name>(ptr params..., ptr workspace)``
+and, per parallel loop, outlined helpers (see ``parallel.py``). Statements map
+as follows:
+
+- serial loop: a bottom-tested loop with a phi induction variable;
+- unrolled loop: the body emitted once per iteration with the variable a
+  constant (indices into local buffers fold to constants, so SROA/mem2reg
+  keep those buffers in registers); past ``MAX_UNROLL`` iterations a serial loop;
+- vectorized loop: the body emitted once with vector values (``exprgen``), or,
+  when ``vectorize_blocker`` finds a reason, as a plain serial loop (correct,
+  left to LLVM's own vectorizers);
+- parallel loop: outlined and run on the thread runtime; nested inside another
+  parallel loop it runs serially;
+- guards: branches; Allocate: see ``FunctionState.allocate``.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ...errors import BuildError
+from ...ir.functor import walk_stmt
+from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
+from .analysis import flat_coeff, vectorize_blocker
+from .exprgen import ExprEmitter, mt_align
+from .types import ELEM_BYTES, I8, I32, I64, PTR, VOID, lanes_of, mem_type
+
+MAX_UNROLL = 512           # iterations; beyond this an "unrolled" loop stays a loop
+STACK_BUFFER_BYTES = 64 * 1024   # one buffer up to this size lives on the stack
+STACK_TOTAL_BYTES = 256 * 1024   # all stack buffers of one function together
+WORKSPACE_ALIGN = 64
+PARAM_ALIGN = 16           # numpy's allocator gives at least this; the kernel copies otherwise
+
+
+class ModuleGen:
+    """Builds the LLVM module for one lowered function."""
+
+    def __init__(self, func: PrimFunc, target, runtime: str):
+        self.func = func
+        self.target = target
+        self.runtime = runtime
+        self.module = ir.Module(name=func.name)
+        self.entry_name = "explorer_" + "".join(c if c.isalnum() else "_" for c in func.name)
+        self.workspace_bytes = 0
+        self.n_outlined = 0
+        self.vectorized_loops: list = []   # (loop var, "vector" | reason for scalar fallback)
+
+    def declare(self, name: str, ret: ir.Type, args: list) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    def build(self) -> ir.Module:
+        _check_no_threads(self.func.body)
+        params = [PTR] * (len(self.func.params) + 1)
+        fn = ir.Function(self.module, ir.FunctionType(VOID, params), self.entry_name)
+        for arg, buf in zip(fn.args, self.func.params):
+            arg.add_attribute("noalias")
+            arg.attributes.align = PARAM_ALIGN
+            arg.name = buf.name
+        fn.args[-1].name = "workspace"
+        fn.args[-1].attributes.align = WORKSPACE_ALIGN
+        st = FunctionState(self, fn, in_parallel=False, workspace=fn.args[-1])
+        for arg, buf in zip(fn.args, self.func.params):
+            st.bufs[buf.name] = arg
+        StmtGen(st).stmt(self.func.body)
+        st.finish()
+        return self.module
+
+
+def _check_no_threads(body: Stmt) -> None:
+    for node, _ in walk_stmt(body):
+        if isinstance(node, For) and node.kind == "thread":
+            raise BuildError(f"loop {node.var.name} is bound to {node.thread}, which the CPU "
+                             "backend cannot run: build with target 'cuda' for a GPU or "
+                             "'interp' to run it serially, or remove the bind")
+
+
+class FunctionState:
+    """One LLVM function being emitted: builder, variables, buffers, stack and heap."""
+
+    def __init__(self, mod: ModuleGen, fn: ir.Function, in_parallel: bool, workspace=None):
+        self.mod = mod
+        self.module = mod
+        self.fn = fn
+        self.in_parallel = in_parallel
+        self.workspace = workspace
+        self.ws_offset = 0
+        self.entry = fn.append_basic_block("entry")
+        body = fn.append_basic_block("body")
+        self.builder = ir.IRBuilder(body)
+        self.vars: dict = {}
+        self.bufs: dict = {}
+        self.stack_bytes = 0
+        self.heap: list = []
+        self.entry_builder = ir.IRBuilder(self.entry)
+
+    def buffer_ptr(self, buf) -> ir.Value:
+        try:
+            return self.bufs[buf.name]
+        except KeyError:
+            raise BuildError(f"llvm codegen: buffer {buf.name} is used but neither a parameter "
+                             "nor allocated") from None
+
+    def entry_alloca(self, ty: ir.Type, count: int, align: int) -> ir.Value:
+        with self.entry_builder.goto_block(self.entry):
+            self.entry_builder.position_at_start(self.entry)
+            a = self.entry_builder.alloca(ty, size=ir.Constant(I32, count))
+            a.align = align
+        return a
+
+    def allocate(self, buf) -> tuple:
+        """Storage for an Allocate: (pointer, release callback or None).
+
+        Small buffers become entry-block allocas (per call, so per thread inside an
+        outlined parallel body; mem2reg/SROA turn them into registers). Large ones
+        take a slice of the caller's workspace in the main function (no malloc or
+        page faults per call), or are malloc'ed per task inside a parallel body.
+        Nothing is zero-filled: lowering initializes what it reads.
+        """
+        size = _nbytes(buf)
+        if size <= STACK_BUFFER_BYTES and self.stack_bytes + size <= STACK_TOTAL_BYTES:
+            self.stack_bytes += size
+            return self.entry_alloca(mem_type(buf.dtype), _numel(buf), WORKSPACE_ALIGN), None
+        if not self.in_parallel:
+            start = self.ws_offset
+            self.ws_offset = _round_up(start + size, WORKSPACE_ALIGN)
+            self.mod.workspace_bytes = max(self.mod.workspace_bytes, self.ws_offset)
+            ptr = self.builder.gep(self.workspace, [ir.Constant(I64, start)], inbounds=True,
+                                   source_etype=I8)
+
+            def release():
+                self.ws_offset = start
+            return ptr, release
+        malloc = self.mod.declare("aligned_alloc", PTR, [I64, I64])
+        with self.entry_builder.goto_block(self.entry):
+            ptr = self.entry_builder.call(malloc, [ir.Constant(I64, WORKSPACE_ALIGN),
+                                                   ir.Constant(I64, _round_up(size, 64))])
+        self.heap.append(ptr)
+        return ptr, None
+
+    def finish(self) -> None:
+        free = self.mod.declare("free", VOID, [PTR]) if self.heap else None
+        for ptr in self.heap:
+            self.builder.call(free, [ptr])
+        self.builder.ret_void()
+        with self.entry_builder.goto_block(self.entry):
+            self.entry_builder.position_at_end(self.entry)
+            self.entry_builder.branch(self.fn.blocks[1])
+
+
+def _numel(buf) -> int:
+    n = 1
+    for d in buf.shape:
+        n *= d
+    return n
+
+
+def _nbytes(buf) -> int:
+    return _numel(buf) * ELEM_BYTES[buf.dtype]
+
+
+def _round_up(n: int, k: int) -> int:
+    return (n + k - 1) // k * k
+
+
+class StmtGen:
+    """Emits statements into one FunctionState."""
+
+    def __init__(self, st: FunctionState):
+        self.st = st
+        self.ex = ExprEmitter(st)
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.st.builder
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, BufferStore):
+            self.store(s, self.ex)
+        elif isinstance(s, IfThenElse):
+            self.if_then_else(s)
+        elif isinstance(s, Allocate):
+            self.allocate(s)
+        elif isinstance(s, For):
+            self.loop(s)
+        else:
+            raise BuildError(f"llvm codegen: unexpected statement {type(s).__name__}; lower the "
+                             "function first (explorer.lower.lower)")
+
+    # ------------------------------------------------------------ simple statements
+    def store(self, s: BufferStore, ex: ExprEmitter) -> None:
+        value = ex.to_mem(ex.emit(s.value), s.buffer.dtype)
+        ptr = self.st.buffer_ptr(s.buffer)
+        align = mt_align(mem_type(s.buffer.dtype))
+        if ex.lane is None:
+            self.b.store(value, ex.gep(ptr, s))
+            return
+        coeff = flat_coeff(s.buffer.shape, s.indices, ex.lane)
+        value = ex.splat(value, ex.lanes)
+        if coeff == 1:
+            self.b.store(value, ex.gep(ptr, s, lane0=True), align=align)
+            return
+        ptrs = ex.gep(ptr, s)
+        fn = self.st.mod.declare(f"llvm.masked.scatter.{_sfx(value.type)}.{_sfx(ptrs.type)}",
+                                 VOID, [value.type, ptrs.type, I32, ir.VectorType(
+                                     ir.IntType(1), ex.lanes)])
+        self.b.call(fn, [value, ptrs, ir.Constant(I32, align), ex.all_true(ex.lanes)])
+
+    def if_then_else(self, s: IfThenElse) -> None:
+        cond = self.ex.emit(s.cond)
+        if lanes_of(cond) != 1:
+            raise BuildError("llvm codegen: a guard depends on a vector lane")
+        then_bb = self.b.append_basic_block()
+        else_bb = self.b.append_basic_block() if s.else_case is not None else None
+        done_bb = self.b.append_basic_block()
+        self.b.cbranch(cond, then_bb, else_bb or done_bb)
+        self.b.position_at_end(then_bb)
+        self.stmt(s.then_case)
+        self.b.branch(done_bb)
+        if else_bb is not None:
+            self.b.position_at_end(else_bb)
+            self.stmt(s.else_case)
+            self.b.branch(done_bb)
+        self.b.position_at_end(done_bb)
+
+    def allocate(self, s: Allocate) -> None:
+        name = s.buffer.name
+        ptr, release = self.st.allocate(s.buffer)
+        saved = self.st.bufs.get(name)
+        self.st.bufs[name] = ptr
+        self.stmt(s.body)
+        if release is not None:
+            release()
+        if saved is None:
+            del self.st.bufs[name]
+        else:
+            self.st.bufs[name] = saved
+
+    # ------------------------------------------------------------ loops
+    def loop(self, s: For) -> None:
+        if s.extent <= 0:
+            return
+        if s.kind == "unrolled" and s.extent <= MAX_UNROLL:
+            for i in range(s.extent):
+                self.with_var(s.var.name, ir.Constant(I32, i), lambda: self.stmt(s.body))
+            return
+        if s.kind == "vectorized":
+            reason = vectorize_blocker(s) if s.extent > 1 else "a single lane"
+            self.st.mod.vectorized_loops.append((s.var.name, reason or "vector"))
+            if reason is None:
+                self.vector_body(s)
+                return
+        if s.kind == "parallel" and not self.st.in_parallel and s.extent > 1:
+            from .parallel import emit_parallel
+            emit_parallel(self, s)
+            return
+        self.serial(s.var.name, ir.Constant(I32, 0), ir.Constant(I32, s.extent),
+                    lambda: self.stmt(s.body), known_nonempty=True)
+
+    def with_var(self, name: str, value: ir.Value, body) -> None:
+        saved = self.st.vars.get(name)
+        self.st.vars[name] = value
+        body()
+        if saved is None:
+            del self.st.vars[name]
+        else:
+            self.st.vars[name] = saved
+
+    def serial(self, name: str, lo: ir.Value, hi: ir.Value, body, known_nonempty=False):
+        """for name in [lo, hi): body() -- bottom-tested, induction variable as a phi."""
+        pre = self.b.block
+        loop_bb = self.b.append_basic_block(f"for_{name}")
+        exit_bb = self.b.append_basic_block(f"end_{name}")
+        if known_nonempty:
+            self.b.branch(loop_bb)
+        else:
+            self.b.cbranch(self.b.icmp_signed("<", lo, hi), loop_bb, exit_bb)
+        self.b.position_at_end(loop_bb)
+        iv = self.b.phi(I32, name=name)
+        iv.add_incoming(lo, pre)
+        self.with_var(name, iv, body)
+        nxt = self.b.add(iv, ir.Constant(I32, 1), flags=("nuw", "nsw"))
+        iv.add_incoming(nxt, self.b.block)
+        self.b.cbranch(self.b.icmp_signed("<", nxt, hi), loop_bb, exit_bb)
+        self.b.position_at_end(exit_bb)
+
+    def vector_body(self, s: For) -> None:
+        """The whole vectorized loop as one pass of vector statements."""
+        ex = ExprEmitter(self.st, lane=s.var.name, lanes=s.extent)
+        saved, self.ex = self.ex, ex
+
+        def emit(node):
+            if isinstance(node, SeqStmt):
+                for x in node.stmts:
+                    emit(x)
+            elif isinstance(node, BufferStore):
+                self.store(node, ex)
+            else:
+                self.stmt(node)  # a lane-invariant guard (vectorize_blocker checked)
+        try:
+            emit(s.body)
+        finally:
+            self.ex = saved
+
+
+def _sfx(t: ir.Type) -> str:
+    from .types import suffix
+    return suffix(t)

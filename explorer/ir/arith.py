@@ -1,0 +1,271 @@
+"""Integer arithmetic: a linear canonical simplifier and interval bounds.
+
+Index expressions produced by split and fuse are affine combinations of loop
+variables with floor division and modulus by constants. ``simplify`` brings
+them to a sum of terms (``atom * coefficient``), cancelling what cancels and
+removing ``//`` and ``%`` whose operand range is known. ``int_bounds`` gives
+constant bounds when every variable has a range; ``sym_bounds`` gives bounds
+with some variables held fixed, which is what region analysis needs.
+"""
+from __future__ import annotations
+
+from .expr import (Add, BinaryOp, BufferLoad, Call, Cast, CmpOp, Expr, FloatImm, FloorDiv,
+                   FloorMod, IntImm, Max, Min, Mul, Not, Select, Sub, Var, And, Or, LT, LE,
+                   EQ, NE, const)
+from .functor import expr_children, rebuild_expr
+
+
+class NonAffine(Exception):
+    """Bounds of an expression cannot be derived (unknown variable, non-affine term)."""
+
+
+# --------------------------------------------------------------- linear form
+
+def _lin(e: Expr, ranges) -> tuple[dict, int]:
+    if isinstance(e, IntImm):
+        return {}, e.value
+    if isinstance(e, Var):
+        return {e: 1}, 0
+    if isinstance(e, Add) or isinstance(e, Sub):
+        ta, ca = _lin(e.a, ranges)
+        tb, cb = _lin(e.b, ranges)
+        sign = 1 if isinstance(e, Add) else -1
+        out = dict(ta)
+        for k, v in tb.items():
+            out[k] = out.get(k, 0) + sign * v
+        return {k: v for k, v in out.items() if v != 0}, ca + sign * cb
+    if isinstance(e, Mul):
+        ta, ca = _lin(e.a, ranges)
+        tb, cb = _lin(e.b, ranges)
+        if not ta:
+            return {k: v * ca for k, v in tb.items() if v * ca != 0}, cb * ca
+        if not tb:
+            return {k: v * cb for k, v in ta.items() if v * cb != 0}, ca * cb
+        return {Mul(_from_lin(ta, ca), _from_lin(tb, cb)): 1}, 0
+    if isinstance(e, (FloorDiv, FloorMod)):
+        return _lin_divmod(e, ranges)
+    if isinstance(e, (Min, Max)):
+        a, b = simplify(e.a, ranges), simplify(e.b, ranges)
+        pick = _decide_minmax(a, b, isinstance(e, Min), ranges)
+        if pick is not None:
+            return _lin(pick, ranges)
+        return {type(e)(a, b): 1}, 0
+    return {_simplify_generic(e, ranges): 1}, 0
+
+
+def _decide_minmax(a: Expr, b: Expr, is_min: bool, ranges):
+    d = simplify(a - b, ranges)
+    if isinstance(d, IntImm):
+        lo = hi = d.value
+    else:
+        try:
+            lo, hi = int_bounds(d, ranges or {})
+        except NonAffine:
+            return None
+    if hi <= 0:
+        return a if is_min else b
+    if lo >= 0:
+        return b if is_min else a
+    return None
+
+
+def _lin_divmod(e, ranges):
+    ta, ca = _lin(e.a, ranges)
+    tb, cb = _lin(e.b, ranges)
+    if tb or cb <= 0:
+        return {type(e)(_from_lin(ta, ca), _from_lin(tb, cb)): 1}, 0
+    c = cb
+    if c == 1:
+        return (ta, ca) if isinstance(e, FloorDiv) else ({}, 0)
+    div_terms = {k: v // c for k, v in ta.items() if v % c == 0}
+    rest = {k: v for k, v in ta.items() if v % c != 0}
+    q, r = divmod(ca, c)
+    rest_expr = _from_lin(rest, r)
+    known = None
+    if not rest:
+        known = (r // c, r // c)
+    else:
+        try:
+            lo, hi = int_bounds(rest_expr, ranges or {})
+            if lo // c == hi // c:
+                known = (lo // c, hi // c)
+        except NonAffine:
+            pass
+    if isinstance(e, FloorDiv):
+        if known is not None:
+            return div_terms, q + known[0]
+        out = dict(div_terms)
+        out[FloorDiv(rest_expr, const(c))] = 1
+        return out, q
+    if known is not None:
+        return rest, r - known[0] * c
+    return {FloorMod(rest_expr, const(c)): 1}, 0
+
+
+def _from_lin(terms: dict, c: int) -> Expr:
+    pos = [(k, v) for k, v in terms.items() if v > 0]
+    neg = [(k, -v) for k, v in terms.items() if v < 0]
+    out: Expr | None = None
+    for k, v in pos:
+        t = k if v == 1 else Mul(k, const(v))
+        out = t if out is None else Add(out, t)
+    for k, v in neg:
+        t = k if v == 1 else Mul(k, const(v))
+        out = Sub(const(0) if out is None else out, t)
+    if out is None:
+        return const(c)
+    if c > 0:
+        out = Add(out, const(c))
+    elif c < 0:
+        out = Sub(out, const(-c))
+    return out
+
+
+_INT_ARITH = (IntImm, Var, Add, Sub, Mul, FloorDiv, FloorMod, Min, Max)
+
+
+def simplify(e: Expr, ranges: dict | None = None) -> Expr:
+    """Canonical simplification. ``ranges`` maps var names to (lo, hi) inclusive."""
+    if isinstance(e, _INT_ARITH) and e.dtype == "int32":
+        terms, c = _lin(e, ranges)
+        return _from_lin(terms, c)
+    return _simplify_generic(e, ranges)
+
+
+def _simplify_generic(e: Expr, ranges) -> Expr:
+    kids = expr_children(e)
+    if kids:
+        new = tuple(simplify(k, ranges) for k in kids)
+        if any(a is not b for a, b in zip(new, kids)):
+            e = rebuild_expr(e, new)
+    if isinstance(e, CmpOp):
+        return _fold_cmp(e, ranges)
+    if isinstance(e, Select) and isinstance(e.cond, IntImm):
+        return e.true_value if e.cond.value else e.false_value
+    if isinstance(e, BinaryOp) and isinstance(e.a, FloatImm) and isinstance(e.b, FloatImm):
+        return _fold_float(e)
+    return e
+
+
+def _fold_float(e: BinaryOp) -> Expr:
+    a, b = e.a.value, e.b.value
+    ops = {"Add": a + b, "Sub": a - b, "Mul": a * b, "Min": min(a, b), "Max": max(a, b)}
+    name = type(e).__name__
+    if name in ops:
+        return FloatImm(ops[name], e.a.dtype)
+    return e
+
+
+def _fold_cmp(e: CmpOp, ranges) -> Expr:
+    if isinstance(e, And):
+        if isinstance(e.a, IntImm):
+            return e.b if e.a.value else const(False)
+        if isinstance(e.b, IntImm):
+            return e.a if e.b.value else const(False)
+        return e
+    if isinstance(e, Or):
+        if isinstance(e.a, IntImm):
+            return const(True) if e.a.value else e.b
+        if isinstance(e.b, IntImm):
+            return const(True) if e.b.value else e.a
+        return e
+    if e.a.dtype != "int32" or e.b.dtype != "int32":
+        return e
+    d = simplify(Sub(e.a, e.b), ranges)
+    try:
+        lo, hi = (d.value, d.value) if isinstance(d, IntImm) else int_bounds(d, ranges or {})
+    except NonAffine:
+        return e
+    verdict = None
+    if isinstance(e, LT):
+        verdict = True if hi < 0 else False if lo >= 0 else None
+    elif isinstance(e, LE):
+        verdict = True if hi <= 0 else False if lo > 0 else None
+    elif isinstance(e, EQ):
+        verdict = True if lo == hi == 0 else False if (lo > 0 or hi < 0) else None
+    elif isinstance(e, NE):
+        verdict = False if lo == hi == 0 else True if (lo > 0 or hi < 0) else None
+    return e if verdict is None else const(verdict)
+
+
+# ------------------------------------------------------------------- bounds
+
+def int_bounds(e: Expr, ranges: dict) -> tuple[int, int]:
+    """Constant inclusive bounds of an integer expression; raises NonAffine."""
+    if isinstance(e, IntImm):
+        return e.value, e.value
+    if isinstance(e, Var):
+        if e.name not in ranges:
+            raise NonAffine(e.name)
+        return ranges[e.name]
+    if isinstance(e, (Add, Sub, Mul, Min, Max)):
+        a, b = int_bounds(e.a, ranges), int_bounds(e.b, ranges)
+        if isinstance(e, Add):
+            return a[0] + b[0], a[1] + b[1]
+        if isinstance(e, Sub):
+            return a[0] - b[1], a[1] - b[0]
+        if isinstance(e, Min):
+            return min(a[0], b[0]), min(a[1], b[1])
+        if isinstance(e, Max):
+            return max(a[0], b[0]), max(a[1], b[1])
+        corners = [x * y for x in a for y in b]
+        return min(corners), max(corners)
+    if isinstance(e, (FloorDiv, FloorMod)):
+        a, b = int_bounds(e.a, ranges), int_bounds(e.b, ranges)
+        if b[0] != b[1] or b[0] <= 0:
+            raise NonAffine("division by a non-constant")
+        c = b[0]
+        if isinstance(e, FloorDiv):
+            return a[0] // c, a[1] // c
+        if a[0] // c == a[1] // c:
+            return a[0] % c, a[1] % c
+        return 0, c - 1
+    if isinstance(e, (CmpOp, Not)):
+        return 0, 1
+    if isinstance(e, Select):
+        t, f = int_bounds(e.true_value, ranges), int_bounds(e.false_value, ranges)
+        return min(t[0], f[0]), max(t[1], f[1])
+    raise NonAffine(type(e).__name__)
+
+
+def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
+    """Bounds of ``e`` as ``ranged`` vars (name -> (lo, hi)) vary; others stay symbolic."""
+    terms, c = _lin(simplify(e, None), None)
+    lo: Expr = const(c)
+    hi: Expr = const(c)
+    for atom, coeff in terms.items():
+        alo, ahi = _atom_bounds(atom, ranged)
+        if coeff < 0:
+            alo, ahi = ahi, alo
+        lo = Add(lo, Mul(alo, const(coeff)))
+        hi = Add(hi, Mul(ahi, const(coeff)))
+    return simplify(lo), simplify(hi)
+
+
+def _atom_bounds(atom: Expr, ranged: dict) -> tuple[Expr, Expr]:
+    from .functor import expr_vars
+    names = expr_vars(atom)
+    if not names & ranged.keys():
+        return atom, atom
+    if isinstance(atom, Var):
+        lo, hi = ranged[atom.name]
+        return const(lo), const(hi)
+    if isinstance(atom, (FloorDiv, FloorMod)) and isinstance(atom.b, IntImm):
+        c = atom.b.value
+        lo, hi = sym_bounds(atom.a, ranged)
+        if isinstance(atom, FloorDiv):
+            return simplify(FloorDiv(lo, atom.b)), simplify(FloorDiv(hi, atom.b))
+        width = simplify(Sub(hi, lo))
+        if isinstance(width, IntImm) and width.value < c:
+            qlo, qhi = simplify(FloorDiv(lo, atom.b)), simplify(FloorDiv(hi, atom.b))
+            if qlo == qhi:
+                return simplify(FloorMod(lo, atom.b)), simplify(FloorMod(hi, atom.b))
+        return const(0), const(c - 1)
+    if isinstance(atom, (Min, Max)):
+        a, b = sym_bounds(atom.a, ranged), sym_bounds(atom.b, ranged)
+        f = Min if isinstance(atom, Min) else Max
+        return simplify(f(a[0], b[0])), simplify(f(a[1], b[1]))
+    if not names - ranged.keys():
+        lo, hi = int_bounds(atom, ranged)
+        return const(lo), const(hi)
+    raise NonAffine(f"cannot bound {atom}")

@@ -1,0 +1,157 @@
+"""Generic traversal and rewriting of expressions and statements."""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from .expr import BinaryOp, BufferLoad, Call, Cast, Expr, Not, Select, Var
+from .stmt import (Allocate, Block, BlockRealize, BufferStore, For, IfThenElse, SeqStmt,
+                   Stmt)
+
+
+def expr_children(e: Expr) -> tuple:
+    if isinstance(e, BinaryOp):
+        return (e.a, e.b)
+    if isinstance(e, BufferLoad):
+        return e.indices
+    if isinstance(e, Select):
+        return (e.cond, e.true_value, e.false_value)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Not):
+        return (e.a,)
+    return ()
+
+
+def rebuild_expr(e: Expr, kids: tuple) -> Expr:
+    if isinstance(e, BinaryOp):
+        return type(e)(kids[0], kids[1])
+    if isinstance(e, BufferLoad):
+        return BufferLoad(e.buffer, tuple(kids))
+    if isinstance(e, Select):
+        return Select(*kids)
+    if isinstance(e, Call):
+        return Call(e.op, tuple(kids), e.dtype)
+    if isinstance(e, Cast):
+        return Cast(e.dtype, kids[0])
+    if isinstance(e, Not):
+        return Not(kids[0])
+    return e
+
+
+def transform_expr(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Post-order rewrite: children first, then ``fn`` (None keeps the node)."""
+    kids = expr_children(e)
+    if kids:
+        new_kids = tuple(transform_expr(k, fn) for k in kids)
+        if any(a is not b for a, b in zip(new_kids, kids)):
+            e = rebuild_expr(e, new_kids)
+    out = fn(e)
+    return e if out is None else out
+
+
+def substitute(e: Expr, mapping: dict) -> Expr:
+    """Replace variables by name: ``mapping`` maps a var name to an expression."""
+    if not mapping:
+        return e
+
+    def fn(x):
+        if isinstance(x, Var):
+            return mapping.get(x.name)
+        return None
+    return transform_expr(e, fn)
+
+
+def walk_expr(e: Expr) -> Iterator[Expr]:
+    yield e
+    for k in expr_children(e):
+        yield from walk_expr(k)
+
+
+def collect_loads(e: Expr) -> list:
+    return [x for x in walk_expr(e) if isinstance(x, BufferLoad)]
+
+
+def expr_vars(e: Expr) -> set:
+    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+
+
+def replace_loads(e: Expr, fn: Callable[[BufferLoad], Expr | None]) -> Expr:
+    return transform_expr(e, lambda x: fn(x) if isinstance(x, BufferLoad) else None)
+
+
+# ---------------------------------------------------------------- statements
+
+def stmt_children(s: Stmt) -> tuple:
+    if isinstance(s, For):
+        return (s.body,)
+    if isinstance(s, SeqStmt):
+        return s.stmts
+    if isinstance(s, Allocate):
+        return (s.body,)
+    if isinstance(s, IfThenElse):
+        return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
+    return ()
+
+
+def rebuild_stmt(s: Stmt, kids: tuple) -> Stmt:
+    if isinstance(s, For):
+        return s.with_(body=kids[0])
+    if isinstance(s, SeqStmt):
+        from .stmt import seq
+        return seq(kids)
+    if isinstance(s, Allocate):
+        return s.with_(body=kids[0])
+    if isinstance(s, IfThenElse):
+        return s.with_(then_case=kids[0], else_case=kids[1] if len(kids) > 1 else None)
+    return s
+
+
+def transform_stmt(s: Stmt, fn: Callable[[Stmt], Stmt | None]) -> Stmt | None:
+    """Post-order rewrite of a statement tree; ``fn`` may return a new node,
+    None to keep the node, or the marker REMOVE to drop it (loops left empty go too)."""
+    kids = stmt_children(s)
+    if kids:
+        new_kids = []
+        for k in kids:
+            nk = transform_stmt(k, fn)
+            if nk is not REMOVE:
+                new_kids.append(nk)
+        if not new_kids:
+            return REMOVE
+        if len(new_kids) != len(kids) or any(a is not b for a, b in zip(new_kids, kids)):
+            s = rebuild_stmt(s, tuple(new_kids))
+    out = fn(s)
+    return s if out is None else out
+
+
+class _Remove:
+    def __repr__(self):
+        return "REMOVE"
+
+
+REMOVE = _Remove()
+
+
+def walk_stmt(s: Stmt, path: tuple = ()) -> Iterator[tuple]:
+    """Yield (node, ancestors) pairs in pre-order, ancestors outermost first."""
+    yield s, path
+    for k in stmt_children(s):
+        yield from walk_stmt(k, path + (s,))
+
+
+def realizes(s: Stmt) -> list:
+    return [n for n, _ in walk_stmt(s) if isinstance(n, BlockRealize)]
+
+
+def loops(s: Stmt) -> list:
+    return [n for n, _ in walk_stmt(s) if isinstance(n, For)]
+
+
+def block_stores(block: Block) -> list:
+    return [block.body] + ([block.init] if block.init is not None else [])
+
+
+def store_exprs(st: BufferStore) -> list:
+    return [st.value, *st.indices]

@@ -1,0 +1,151 @@
+"""Immutable statement nodes: the loop tree around blocks, and the plain loop nest.
+
+A scheduled function (``PrimFunc``) is a tree of ``For`` loops and ``SeqStmt``
+around ``BlockRealize`` leaves. A ``Block`` is one computation with its own
+iteration variables (spatial ``S`` or reduce ``R``), each bound by the realize
+to an affine expression of the surrounding loop variables; its body is a
+single ``BufferStore`` in terms of its iteration variables, and a reduction
+block carries the ``init`` store. Loops carry only a variable, a constant
+extent (their minimum is always 0), a kind and annotations.
+
+Lowering turns this into the plain nest the backends consume: ``For``,
+``SeqStmt``, ``IfThenElse``, ``Allocate`` and ``BufferStore``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .expr import Buffer, Expr, Var, const
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread")
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+               "threadIdx.z", "vthread.x")
+
+
+class Stmt:
+    def with_(self, **changes):
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class BufferStore(Stmt):
+    buffer: Buffer
+    value: Expr
+    indices: tuple
+
+
+@dataclass(frozen=True)
+class IterVar:
+    var: Var
+    extent: int
+    kind: str  # "S" spatial or "R" reduce
+
+
+@dataclass(frozen=True)
+class Block(Stmt):
+    name: str
+    iter_vars: tuple
+    body: BufferStore
+    init: BufferStore | None = None
+    annotations: tuple = ()
+
+    @property
+    def is_reduction(self) -> bool:
+        return any(iv.kind == "R" for iv in self.iter_vars)
+
+    @property
+    def write_buffer(self) -> Buffer:
+        return self.body.buffer
+
+    def reads(self) -> list:
+        """Buffers the block reads (its own output excluded), in first-use order."""
+        from .functor import collect_loads
+        seen: list = []
+        for load in collect_loads(self.body.value):
+            if load.buffer != self.body.buffer and load.buffer not in seen:
+                seen.append(load.buffer)
+        return seen
+
+    def read_indices(self, buf: Buffer) -> list:
+        """Index tuples of every load of ``buf`` in the body."""
+        from .functor import collect_loads
+        return [ld.indices for ld in collect_loads(self.body.value) if ld.buffer == buf]
+
+
+@dataclass(frozen=True)
+class BlockRealize(Stmt):
+    iter_values: tuple
+    predicate: Expr
+    block: Block
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    var: Var
+    extent: int
+    body: Stmt
+    kind: str = "serial"
+    thread: str | None = None
+    annotations: tuple = ()
+
+    def annotation(self, key, default=None):
+        return dict(self.annotations).get(key, default)
+
+
+@dataclass(frozen=True)
+class SeqStmt(Stmt):
+    stmts: tuple
+
+
+@dataclass(frozen=True)
+class IfThenElse(Stmt):
+    cond: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@dataclass(frozen=True)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class PrimFunc:
+    """A function over parameter buffers: the unit that is scheduled and built."""
+    name: str
+    params: tuple
+    body: Stmt
+    alloc_buffers: tuple = ()
+    attrs: tuple = field(default=())
+
+    def with_(self, **changes) -> "PrimFunc":
+        return replace(self, **changes)
+
+    def script(self) -> str:
+        from .printer import to_text
+        return to_text(self)
+
+    def _repr_html_(self) -> str:
+        from .printer import to_html
+        return to_html(self)
+
+    def __str__(self) -> str:
+        return self.script()
+
+
+def seq(stmts) -> Stmt:
+    flat: list = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return SeqStmt(tuple(flat))
+
+
+TRUE = const(True)

@@ -1,0 +1,177 @@
+"""Lowering: from the scheduled loop/block tree to the plain loop nest.
+
+What happens here, in order:
+1. every block is replaced by its stores with the iteration variables
+   substituted by their bindings; a block predicate (from a split that does
+   not divide, or a region larger than the buffer) becomes an ``if``; the init
+   of a reduction that was not decomposed runs under ``if <reduce vars> == 0``;
+2. every intermediate buffer is *compacted*: allocated at the lowest loop that
+   encloses all its accesses (hoisted above the thread loops that share it:
+   threadIdx/vthread for ``shared``, vthread for ``local``) and shrunk to the
+   region touched per iteration of that loop, with indices rebased;
+3. index expressions are simplified with the loop ranges known.
+
+The result is a ``PrimFunc`` whose body holds only ``For``, ``SeqStmt``,
+``IfThenElse``, ``Allocate`` and ``BufferStore``: what the interpreter and the
+code generators consume.
+"""
+from __future__ import annotations
+
+from .errors import LowerError
+from .ir.arith import simplify
+from .ir.expr import EQ, Buffer, BufferLoad, Expr, IntImm, all_of, const, is_true
+from .ir.region import full_region, union_region
+from .ir.functor import (collect_loads, replace_loads, substitute, transform_stmt, walk_stmt)
+from .ir.stmt import (Allocate, BlockRealize, BufferStore, For, IfThenElse, PrimFunc, Stmt, seq)
+
+
+def lower(func) -> PrimFunc:
+    """Lower a PrimFunc or a Schedule to a plain loop nest."""
+    func = getattr(func, "func", func)
+    if not isinstance(func, PrimFunc):
+        raise LowerError(f"lower takes a PrimFunc or a Schedule, not {type(func).__name__}")
+    if dict(func.attrs).get("lowered"):
+        return func
+    body = _lower_blocks(func.body, {})
+    body = _compact(body, func)
+    return PrimFunc(func.name, func.params, body, (), func.attrs + (("lowered", True),))
+
+
+# ------------------------------------------------------------------ blocks
+
+def _lower_blocks(s: Stmt, ranges: dict) -> Stmt:
+    if isinstance(s, For):
+        inner = dict(ranges)
+        inner[s.var.name] = (0, s.extent - 1)
+        return s.with_(body=_lower_blocks(s.body, inner))
+    if isinstance(s, BlockRealize):
+        return _lower_realize(s, ranges)
+    from .ir.stmt import SeqStmt
+    if isinstance(s, SeqStmt):
+        return seq([_lower_blocks(x, ranges) for x in s.stmts])
+    raise LowerError(f"unexpected {type(s).__name__} in a scheduled function")
+
+
+def _sub_store(st: BufferStore, bind: dict, ranges: dict) -> BufferStore:
+    return BufferStore(st.buffer, _simplify_loads(substitute(st.value, bind), ranges),
+                       tuple(simplify(substitute(i, bind), ranges) for i in st.indices))
+
+
+def _simplify_loads(e: Expr, ranges: dict) -> Expr:
+    return replace_loads(e, lambda ld: BufferLoad(
+        ld.buffer, tuple(simplify(i, ranges) for i in ld.indices)))
+
+
+def _lower_realize(r: BlockRealize, ranges: dict) -> Stmt:
+    b = r.block
+    bind = {iv.var.name: v for iv, v in zip(b.iter_vars, r.iter_values)}
+    body: Stmt = _sub_store(b.body, bind, ranges)
+    if b.init is not None:
+        first = all_of(*[EQ(simplify(v, ranges), const(0))
+                         for iv, v in zip(b.iter_vars, r.iter_values) if iv.kind == "R"])
+        first = simplify(first, ranges)
+        init = _sub_store(b.init, bind, ranges)
+        body = seq([init if is_true(first) else IfThenElse(first, init), body])
+    pred = simplify(r.predicate, ranges)
+    if not is_true(pred):
+        body = IfThenElse(pred, body)
+    return body
+
+
+# -------------------------------------------------------------- compaction
+
+_HOIST = {"shared": ("threadIdx", "vthread"), "local": ("vthread",),
+          "global": ("threadIdx", "vthread", "blockIdx")}
+
+
+def _accesses(body: Stmt) -> dict:
+    """buffer name -> list of (loop path, indices) for every load and store."""
+    acc: dict = {}
+    for node, path in walk_stmt(body):
+        exprs = []
+        if isinstance(node, BufferStore):
+            acc.setdefault(node.buffer.name, []).append(
+                ([p for p in path if isinstance(p, For)], node.indices))
+            exprs = [node.value, *node.indices]
+        elif isinstance(node, IfThenElse):
+            exprs = [node.cond]
+        for e in exprs:
+            for ld in collect_loads(e):
+                acc.setdefault(ld.buffer.name, []).append(
+                    ([p for p in path if isinstance(p, For)], ld.indices))
+    return acc
+
+
+def _alloc_point(paths: list, scope: str) -> list:
+    common = paths[0]
+    for p in paths[1:]:
+        n = 0
+        while n < len(common) and n < len(p) and common[n].var == p[n].var:
+            n += 1
+        common = common[:n]
+    hoist = _HOIST.get(scope, ())
+    for n, loop in enumerate(common):
+        if loop.kind == "thread" and loop.thread.split(".")[0] in hoist:
+            return common[:n]
+    return list(common)
+
+
+def _region(buf: Buffer, sites: list, point: list, all_ranges: dict):
+    """Per dimension (lo, extent) of what ``sites`` touch per iteration of ``point``."""
+    fixed = {lp.var.name for lp in point}
+    prepared = [(idx, {lp.var.name: (0, lp.extent - 1) for lp in path
+                       if lp.var.name not in fixed}) for path, idx in sites]
+    return union_region(prepared, buf.shape, all_ranges)
+
+
+def _compact(body: Stmt, func: PrimFunc) -> Stmt:
+    acc = _accesses(body)
+    all_ranges = {n.var.name: (0, n.extent - 1) for n, _ in walk_stmt(body) if isinstance(n, For)}
+    plan: dict = {}
+    allocs: dict = {}
+    for buf in func.alloc_buffers:
+        sites = acc.get(buf.name)
+        if not sites:
+            continue
+        point = _alloc_point([p for p, _ in sites], buf.scope)
+        region = _region(buf, sites, point, all_ranges)
+        if region is None:
+            region = full_region(buf.shape)
+        new_buf = buf.with_(shape=tuple(ext for _, ext in region))
+        plan[buf.name] = (new_buf, [lo for lo, _ in region])
+        key = point[-1].var.name if point else None
+        allocs.setdefault(key, []).append(new_buf)
+
+    def shift(buf, idx):
+        new_buf, los = plan[buf.name]
+        return new_buf, tuple(simplify(i - lo, None) if not (isinstance(lo, IntImm) and
+                                                             lo.value == 0) else i
+                              for i, lo in zip(idx, los))
+
+    def rewrite_expr(e):
+        def fn(ld):
+            if ld.buffer.name in plan:
+                return BufferLoad(*shift(ld.buffer, ld.indices))
+            return None
+        return replace_loads(e, fn)
+
+    def rewrite(s):
+        if isinstance(s, BufferStore):
+            buf, idx = s.buffer, s.indices
+            if buf.name in plan:
+                buf, idx = shift(buf, idx)
+            return BufferStore(buf, rewrite_expr(s.value), tuple(rewrite_expr(i) for i in idx))
+        if isinstance(s, IfThenElse):
+            return s.with_(cond=rewrite_expr(s.cond))
+        if isinstance(s, For) and s.var.name in allocs:
+            inner = s.body
+            for b in reversed(allocs[s.var.name]):
+                inner = Allocate(b, inner)
+            return s.with_(body=inner)
+        return None
+
+    body = transform_stmt(body, rewrite)
+    for b in reversed(allocs.get(None, [])):
+        body = Allocate(b, body)
+    return body
+

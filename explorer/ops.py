@@ -1,0 +1,567 @@
+"""The operator library: standard tensor operators as ready-to-schedule Workloads.
+
+Each operator function (``gemm``, ``conv2d``, ...) builds the naive PrimFunc with
+:mod:`explorer.te` and wraps it in a :class:`Workload` that also knows its FLOP
+count, a canonical key for the tuning database, random arguments and a numpy
+reference to check any schedule against::
+
+    wl = ops.gemm(64, 64, 64)
+    args = wl.make_args(seed=0)
+    build(wl, "interp")(*args)
+    wl.check(args)              # max abs error, or MeasureError
+
+``registry`` and :func:`get` look operators up by name (for the CLI and
+workload suites); :func:`resnet18_conv` gives the AutoTVM ResNet-18 layers.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import te
+from .errors import ExplorerError, MeasureError
+from .ir.stmt import PrimFunc
+
+_ALL_DTYPES = ("float32", "float64", "int32")
+_FLOAT_DTYPES = ("float32", "float64")
+_EPS = {"float32": float(np.finfo(np.float32).eps), "float64": float(np.finfo(np.float64).eps)}
+
+
+# ------------------------------------------------------------------ Workload
+
+@dataclass(frozen=True)
+class Workload:
+    """One operator instance: its function, cost, key, arguments and reference.
+
+    Equality and hashing go by name, params and dtype (the function follows
+    from them), so workloads can key dicts in a task scheduler.
+    """
+    name: str
+    params: tuple
+    func: PrimFunc = field(compare=False, repr=False)
+    flops: int
+    inputs: tuple
+    outputs: tuple
+    dtype: str
+    key: str
+
+    def __repr__(self) -> str:
+        return f"Workload({self.key}, {self.flops} flops)"
+
+    def make_args(self, seed=0) -> list:
+        """Arrays in ``func.params`` order: random inputs, zeroed outputs.
+
+        Floats are uniform in [-1, 1), int32 values in [-4, 4]; ``seed`` is an
+        int or a ``numpy.random.Generator``.
+        """
+        rng = np.random.default_rng(seed)
+        args = []
+        for buf in self.func.params:
+            if buf.name in self.outputs:
+                args.append(np.zeros(buf.shape, dtype=buf.dtype))
+            elif buf.dtype in _FLOAT_DTYPES:
+                args.append(rng.random(buf.shape, dtype=buf.dtype) * 2 - 1)
+            else:
+                args.append(rng.integers(-4, 5, size=buf.shape).astype(buf.dtype))
+        return args
+
+    def reference(self, *inputs) -> tuple:
+        """The outputs computed by numpy (float64 or int64 inside, cast to ``dtype``)."""
+        bufs = self.func.params[:len(self.inputs)]
+        if len(inputs) != len(bufs):
+            raise MeasureError(f"{self.key}: reference takes the {len(bufs)} inputs "
+                               f"({', '.join(self.inputs)}) but got {len(inputs)} arrays: "
+                               f"pass args[:{len(bufs)}]")
+        arrays = [_checked_array(self.key, b, a) for b, a in zip(bufs, inputs)]
+        wide = [a.astype(np.float64 if self.dtype in _FLOAT_DTYPES else np.int64)
+                for a in arrays]
+        outs = _IMPLS[self.name].reference(self._kw(), *wide)
+        return tuple(np.ascontiguousarray(o).astype(self.dtype) for o in outs)
+
+    def default_tolerance(self) -> tuple:
+        """``(rtol, atol)`` used by :meth:`check` when none are given (see ``_tolerance``)."""
+        return _IMPLS[self.name].tolerance(self._kw(), self.dtype)
+
+    def check(self, args, rtol=None, atol=None) -> float:
+        """Compare the outputs in ``args`` (the full parameter list) with the reference.
+
+        An element passes when ``|got - want| <= atol + rtol * |want|``. Returns
+        the largest absolute error; raises MeasureError naming the output, the
+        error and where it is when any element fails.
+        """
+        args = list(args)
+        params = self.func.params
+        if len(args) != len(params):
+            raise MeasureError(f"{self.key}: check takes all {len(params)} arguments "
+                               f"({', '.join(p.name for p in params)}) but got {len(args)}")
+        args = [_checked_array(self.key, b, a) for b, a in zip(params, args)]
+        d_rtol, d_atol = self.default_tolerance()
+        rtol = d_rtol if rtol is None else rtol
+        atol = d_atol if atol is None else atol
+        n_in = len(self.inputs)
+        refs = self.reference(*args[:n_in])
+        return max(_compare(self.key, name, got, want, rtol, atol)
+                   for name, got, want in zip(self.outputs, args[n_in:], refs))
+
+    def _kw(self) -> dict:
+        return dict(self.params, dtype=self.dtype)
+
+
+def _checked_array(key: str, buf, a) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise MeasureError(f"{key}: argument {buf.name} must be a numpy array, "
+                           f"not {type(a).__name__}")
+    if tuple(a.shape) != tuple(buf.shape):
+        raise MeasureError(f"{key}: argument {buf.name} has shape {tuple(a.shape)}, "
+                           f"expected {tuple(buf.shape)}")
+    if a.dtype != np.dtype(buf.dtype):
+        raise MeasureError(f"{key}: argument {buf.name} has dtype {a.dtype}, expected "
+                           f"{buf.dtype}")
+    return a
+
+
+def _compare(key, name, got, want, rtol, atol) -> float:
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(got64 == want64, 0.0, np.abs(got64 - want64))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    scale = np.where(np.isfinite(want64), np.abs(want64), 0.0)
+    bad = diff > atol + rtol * scale
+    if bad.any():
+        where = np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))), diff.shape)
+        where = tuple(int(i) for i in where)
+        raise MeasureError(
+            f"{key}: output {name} is wrong: max abs error {float(diff[bad].max()):.3g} at "
+            f"index {where} (got {got[where].item()!r}, expected {want[where].item()!r}); "
+            f"{int(bad.sum())} of {bad.size} elements exceed atol={atol:.3g} + "
+            f"rtol={rtol:.3g} * |expected|")
+    return float(diff.max()) if diff.size else 0.0
+
+
+def _sum_tolerance(length: int, dtype: str) -> tuple:
+    """Tolerance for outputs that are sums of ``length`` products of inputs from make_args.
+
+    Partial sums grow like sqrt(length) and each addition rounds by eps, so the
+    worst case over summation orders is ~eps * length * sqrt(length) / 3; the
+    float32 atol, 1e-4 * sqrt(length), covers it up to length ~5000 (ResNet-18's
+    deepest reduction is 4608) and real errors are ~40x smaller still, while a
+    wrong index or a lost term costs ~0.1. float64 scales by its eps; int32 is exact.
+    """
+    if dtype not in _FLOAT_DTYPES:
+        return 0.0, 0.0
+    base = 1e-4 if dtype == "float32" else 1e-12
+    return 1e-5 if dtype == "float32" else 1e-12, base * math.sqrt(max(length, 1))
+
+
+def _normalized_tolerance(dtype: str) -> tuple:
+    """Softmax outputs are at most e^2/N and their relative error at most ~N eps,
+    so the absolute error stays below ~8 eps whatever N is."""
+    return (1e-5 if dtype == "float32" else 1e-12), 16 * _EPS[dtype]
+
+
+# ------------------------------------------------------------------ validation
+
+def _fail(op: str, msg: str):
+    raise ExplorerError(f"{op}: {msg}")
+
+
+def _size(op: str, name: str, value) -> int:
+    if isinstance(value, bool) or isinstance(value, float):
+        _fail(op, f"{name}={value!r} must be a positive int")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        _fail(op, f"{name}={value!r} must be a positive int")
+    if v <= 0:
+        _fail(op, f"{name}={v} must be a positive int (sizes start at 1)")
+    return int(v)
+
+
+def _pair(op: str, name: str, value, minimum: int) -> tuple:
+    """An int or an (h, w) pair of ints, each at least ``minimum``."""
+    vals = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    ok = len(vals) == 2 and all(not isinstance(v, bool) and isinstance(v, (int, np.integer))
+                                and v >= minimum for v in vals)
+    if not ok:
+        _fail(op, f"{name}={value!r} must be an int >= {minimum} or a pair (h, w) of them")
+    return int(vals[0]), int(vals[1])
+
+
+def _compact(pair: tuple):
+    return pair[0] if pair[0] == pair[1] else pair
+
+
+def _dtype(op: str, dtype, allowed=_ALL_DTYPES) -> str:
+    if dtype not in allowed:
+        _fail(op, f"dtype {dtype!r} is not supported: use one of {', '.join(allowed)}")
+    return dtype
+
+
+def _flag(op: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        _fail(op, f"{name}={value!r} must be True or False")
+    return bool(value)
+
+
+def _layout(op: str, layout) -> str:
+    if not isinstance(layout, str) or layout.upper() not in ("NCHW", "NHWC"):
+        _fail(op, f"unknown layout {layout!r}: use 'NCHW' or 'NHWC'")
+    return layout.upper()
+
+
+def _out_size(op: str, dim: str, n: int, k: int, stride: int, pad: int, dil: int) -> int:
+    span = dil * (k - 1) + 1
+    if n + 2 * pad < span:
+        _fail(op, f"the kernel spans {span} along {dim} (size {k}, dilation {dil}) but the "
+                  f"padded input is only {n + 2 * pad}: use a smaller kernel or dilation, or "
+                  f"more padding")
+    return (n + 2 * pad - span) // stride + 1
+
+
+# ------------------------------------------------------------------ building
+
+def _format(v) -> str:
+    if isinstance(v, tuple):
+        return "(" + ",".join(str(x) for x in v) + ")"
+    return str(v)
+
+
+def _workload(name: str, params: tuple, tensors: list, flops: int, dtype: str) -> Workload:
+    func = te.create_func(tensors, name=name)
+    key = f"{name}({','.join(f'{k}={_format(v)}' for k, v in params)},dtype={dtype})"
+    return Workload(name, params, func, int(flops),
+                    tuple(t.name for t in tensors if t.op is None),
+                    tuple(t.name for t in tensors if t.op is not None), dtype, key)
+
+
+def _affine(out, stride: int, red, dil: int):
+    """``out * stride + red * dil`` without multiplications by 1."""
+    a = out if stride == 1 else out * stride
+    return a + (red if dil == 1 else red * dil)
+
+
+def _shift(v, off: int):
+    return v if off == 0 else v - off
+
+
+def _inside(v, lo: int, n: int):
+    return (v >= lo) & (v < lo + n)
+
+
+def _pad_nchw(X, ph: int, pw: int):
+    N, C, H, W = X.shape
+    if ph == 0 and pw == 0:
+        return X
+    return te.compute((N, C, H + 2 * ph, W + 2 * pw), lambda n, c, h, w: te.if_then_else(
+        _inside(h, ph, H) & _inside(w, pw, W), X[n, c, _shift(h, ph), _shift(w, pw)], 0), "pad")
+
+
+def _pad_nhwc(X, ph: int, pw: int):
+    N, H, W, C = X.shape
+    if ph == 0 and pw == 0:
+        return X
+    return te.compute((N, H + 2 * ph, W + 2 * pw, C), lambda n, h, w, c: te.if_then_else(
+        _inside(h, ph, H) & _inside(w, pw, W), X[n, _shift(h, ph), _shift(w, pw), c], 0), "pad")
+
+
+# ------------------------------------------------------------------ operators
+
+def gemm(M=512, N=512, K=512, transpose_a=False, transpose_b=False,
+         dtype="float32") -> Workload:
+    """C = A @ B with A (M, K) and B (K, N); transposed operands are stored as (K, M) and (N, K)."""
+    op = "gemm"
+    M, N, K = (_size(op, n, v) for n, v in (("M", M), ("N", N), ("K", K)))
+    ta, tb = _flag(op, "transpose_a", transpose_a), _flag(op, "transpose_b", transpose_b)
+    dtype = _dtype(op, dtype)
+    A = te.placeholder((K, M) if ta else (M, K), dtype, "A")
+    B = te.placeholder((N, K) if tb else (K, N), dtype, "B")
+    k = te.reduce_axis(K, "k")
+    C = te.compute((M, N), lambda i, j: te.sum(
+        (A[k, i] if ta else A[i, k]) * (B[j, k] if tb else B[k, j]), axis=k), "C")
+    params = (("M", M), ("N", N), ("K", K), ("transpose_a", ta), ("transpose_b", tb))
+    return _workload(op, params, [A, B, C], 2 * M * N * K, dtype)
+
+
+def batch_matmul(B=16, M=128, N=128, K=64, dtype="float32") -> Workload:
+    """C[b] = X[b] @ Y[b] with X (B, M, K), Y (B, K, N), C (B, M, N)."""
+    op = "batch_matmul"
+    B, M, N, K = (_size(op, n, v) for n, v in (("B", B), ("M", M), ("N", N), ("K", K)))
+    dtype = _dtype(op, dtype)
+    X = te.placeholder((B, M, K), dtype, "X")
+    Y = te.placeholder((B, K, N), dtype, "Y")
+    k = te.reduce_axis(K, "k")
+    C = te.compute((B, M, N), lambda b, i, j: te.sum(X[b, i, k] * Y[b, k, j], axis=k), "C")
+    return _workload(op, (("B", B), ("M", M), ("N", N), ("K", K)), [X, Y, C],
+                     2 * B * M * N * K, dtype)
+
+
+def conv2d(N=1, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, padding=0, dilation=1,
+           layout="NCHW", dtype="float32") -> Workload:
+    """2-d convolution: NCHW input X (N,C,H,W), weight W (K,C,R,S), output conv (N,K,P,Q);
+    NHWC: X (N,H,W,C), W (R,S,C,K), conv (N,P,Q,K). Padding is a separate "pad" block.
+
+    stride, padding and dilation are an int or an (h, w) pair.
+    """
+    op = "conv2d"
+    N, C, H, W, K, R, S = (_size(op, n, v) for n, v in zip("NCHWKRS", (N, C, H, W, K, R, S)))
+    (sh, sw), (ph, pw) = _pair(op, "stride", stride, 1), _pair(op, "padding", padding, 0)
+    dh, dw = _pair(op, "dilation", dilation, 1)
+    layout, dtype = _layout(op, layout), _dtype(op, dtype)
+    P, Q = _out_size(op, "H", H, R, sh, ph, dh), _out_size(op, "W", W, S, sw, pw, dw)
+    rc, ry, rx = te.reduce_axis(C, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
+    if layout == "NCHW":
+        X = te.placeholder((N, C, H, W), dtype, "X")
+        Wt = te.placeholder((K, C, R, S), dtype, "W")
+        Xp = _pad_nchw(X, ph, pw)
+        out = te.compute((N, K, P, Q), lambda n, k, p, q: te.sum(
+            Xp[n, rc, _affine(p, sh, ry, dh), _affine(q, sw, rx, dw)] * Wt[k, rc, ry, rx],
+            axis=[rc, ry, rx]), "conv")
+    else:
+        X = te.placeholder((N, H, W, C), dtype, "X")
+        Wt = te.placeholder((R, S, C, K), dtype, "W")
+        Xp = _pad_nhwc(X, ph, pw)
+        out = te.compute((N, P, Q, K), lambda n, p, q, k: te.sum(
+            Xp[n, _affine(p, sh, ry, dh), _affine(q, sw, rx, dw), rc] * Wt[ry, rx, rc, k],
+            axis=[ry, rx, rc]), "conv")
+    params = (("N", N), ("C", C), ("H", H), ("W", W), ("K", K), ("R", R), ("S", S),
+              ("stride", _compact((sh, sw))), ("padding", _compact((ph, pw))),
+              ("dilation", _compact((dh, dw))), ("layout", layout))
+    return _workload(op, params, [X, Wt, out], 2 * N * K * P * Q * C * R * S, dtype)
+
+
+def depthwise_conv2d(N=1, C=32, H=56, W=56, R=3, S=3, stride=1, padding=0, dilation=1,
+                     dtype="float32") -> Workload:
+    """Depthwise NCHW convolution (multiplier 1): X (N,C,H,W), W (C,R,S), output (N,C,P,Q)."""
+    op = "depthwise_conv2d"
+    N, C, H, W, R, S = (_size(op, n, v) for n, v in zip("NCHWRS", (N, C, H, W, R, S)))
+    (sh, sw), (ph, pw) = _pair(op, "stride", stride, 1), _pair(op, "padding", padding, 0)
+    dh, dw = _pair(op, "dilation", dilation, 1)
+    dtype = _dtype(op, dtype)
+    P, Q = _out_size(op, "H", H, R, sh, ph, dh), _out_size(op, "W", W, S, sw, pw, dw)
+    X = te.placeholder((N, C, H, W), dtype, "X")
+    Wt = te.placeholder((C, R, S), dtype, "W")
+    Xp = _pad_nchw(X, ph, pw)
+    ry, rx = te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
+    out = te.compute((N, C, P, Q), lambda n, c, p, q: te.sum(
+        Xp[n, c, _affine(p, sh, ry, dh), _affine(q, sw, rx, dw)] * Wt[c, ry, rx],
+        axis=[ry, rx]), "depthwise")
+    params = (("N", N), ("C", C), ("H", H), ("W", W), ("R", R), ("S", S),
+              ("stride", _compact((sh, sw))), ("padding", _compact((ph, pw))),
+              ("dilation", _compact((dh, dw))))
+    return _workload(op, params, [X, Wt, out], 2 * N * C * P * Q * R * S, dtype)
+
+
+def dense_bias_relu(M=512, N=512, K=512, dtype="float32") -> Workload:
+    """relu(X @ W^T + bias) as three blocks "dense", "bias_add", "relu";
+    X (M, K), W (N, K), bias (N,). FLOPs: 2MNK + MN (bias) + MN (relu)."""
+    op = "dense_bias_relu"
+    M, N, K = (_size(op, n, v) for n, v in (("M", M), ("N", N), ("K", K)))
+    dtype = _dtype(op, dtype)
+    X = te.placeholder((M, K), dtype, "X")
+    Wt = te.placeholder((N, K), dtype, "W")
+    bias = te.placeholder((N,), dtype, "bias")
+    k = te.reduce_axis(K, "k")
+    dense = te.compute((M, N), lambda i, j: te.sum(X[i, k] * Wt[j, k], axis=k), "dense")
+    biased = te.compute((M, N), lambda i, j: dense[i, j] + bias[j], "bias_add")
+    relu = te.compute((M, N), lambda i, j: te.max(biased[i, j], 0), "relu")
+    return _workload(op, (("M", M), ("N", N), ("K", K)), [X, Wt, bias, relu],
+                     2 * M * N * K + 2 * M * N, dtype)
+
+
+def softmax(M=1024, N=1024, dtype="float32") -> Workload:
+    """Row softmax of X (M, N) in four blocks "row_max", "exp", "row_sum", "norm".
+
+    FLOPs: 5MN (max, subtract, exp, add, divide per element).
+    """
+    op = "softmax"
+    M, N = _size(op, "M", M), _size(op, "N", N)
+    dtype = _dtype(op, dtype, _FLOAT_DTYPES)
+    X = te.placeholder((M, N), dtype, "X")
+    k1, k2 = te.reduce_axis(N, "k"), te.reduce_axis(N, "k")
+    row_max = te.compute((M,), lambda i: te.max(X[i, k1], axis=k1), "row_max")
+    e = te.compute((M, N), lambda i, j: te.exp(X[i, j] - row_max[i]), "exp")
+    row_sum = te.compute((M,), lambda i: te.sum(e[i, k2], axis=k2), "row_sum")
+    norm = te.compute((M, N), lambda i, j: e[i, j] / row_sum[i], "norm")
+    return _workload(op, (("M", M), ("N", N)), [X, norm], 5 * M * N, dtype)
+
+
+def row_sum(M=1024, N=1024, dtype="float32") -> Workload:
+    """B[i] = sum_k A[i, k]: a row reduction (M*N FLOPs)."""
+    op = "row_sum"
+    M, N = _size(op, "M", M), _size(op, "N", N)
+    dtype = _dtype(op, dtype)
+    A = te.placeholder((M, N), dtype, "A")
+    k = te.reduce_axis(N, "k")
+    B = te.compute((M,), lambda i: te.sum(A[i, k], axis=k), "B")
+    return _workload(op, (("M", M), ("N", N)), [A, B], M * N, dtype)
+
+
+def elementwise(M=1024, N=1024, dtype="float32") -> Workload:
+    """C = max(A * 2 + B, 0) in one block (3 FLOPs per element)."""
+    op = "elementwise"
+    M, N = _size(op, "M", M), _size(op, "N", N)
+    dtype = _dtype(op, dtype)
+    A = te.placeholder((M, N), dtype, "A")
+    B = te.placeholder((M, N), dtype, "B")
+    C = te.compute((M, N), lambda i, j: te.max(A[i, j] * 2 + B[i, j], 0), "C")
+    return _workload(op, (("M", M), ("N", N)), [A, B, C], 3 * M * N, dtype)
+
+
+def transpose(M=1024, N=1024, dtype="float32") -> Workload:
+    """B = A^T with A (M, N); counts one FLOP per output element."""
+    op = "transpose"
+    M, N = _size(op, "M", M), _size(op, "N", N)
+    dtype = _dtype(op, dtype)
+    A = te.placeholder((M, N), dtype, "A")
+    B = te.compute((N, M), lambda i, j: A[j, i], "B")
+    return _workload(op, (("M", M), ("N", N)), [A, B], M * N, dtype)
+
+
+# ------------------------------------------------------------------ references
+
+def _conv_nchw(x, w, stride, padding, dilation, depthwise=False):
+    """Direct convolution as R*S shifted-window products (w is (K,C,R,S) or (C,R,S))."""
+    (sh, sw), (ph, pw), (dh, dw) = (_pair("ref", n, v, 0) for n, v in
+                                    (("stride", stride), ("padding", padding),
+                                     ("dilation", dilation)))
+    R, S = w.shape[-2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    P = (xp.shape[2] - dh * (R - 1) - 1) // sh + 1
+    Q = (xp.shape[3] - dw * (S - 1) - 1) // sw + 1
+    out = np.zeros((x.shape[0], w.shape[0], P, Q), dtype=x.dtype)
+    for r in range(R):
+        for s in range(S):
+            win = xp[:, :, r * dh: r * dh + sh * (P - 1) + 1: sh,
+                     s * dw: s * dw + sw * (Q - 1) + 1: sw]
+            if depthwise:
+                out += win * w[None, :, r, s, None, None]
+            else:
+                out += np.einsum("ncpq,kc->nkpq", win, w[:, :, r, s])
+    return out
+
+
+def _conv_ref(p, X, W):
+    if p["layout"] == "NHWC":
+        out = _conv_nchw(X.transpose(0, 3, 1, 2), W.transpose(3, 2, 0, 1),
+                         p["stride"], p["padding"], p["dilation"])
+        return (out.transpose(0, 2, 3, 1),)
+    return (_conv_nchw(X, W, p["stride"], p["padding"], p["dilation"]),)
+
+
+def _softmax_ref(p, X):
+    e = np.exp(X - X.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True),)
+
+
+@dataclass(frozen=True)
+class _Impl:
+    reference: Callable
+    tolerance: Callable
+
+
+def _sum_tol(length_of):
+    return lambda p, dtype: _sum_tolerance(length_of(p), dtype)
+
+
+_IMPLS = {
+    "gemm": _Impl(lambda p, A, B: ((A.T if p["transpose_a"] else A)
+                                   @ (B.T if p["transpose_b"] else B),),
+                  _sum_tol(lambda p: p["K"])),
+    "batch_matmul": _Impl(lambda p, X, Y: (np.matmul(X, Y),), _sum_tol(lambda p: p["K"])),
+    "conv2d": _Impl(_conv_ref, _sum_tol(lambda p: p["C"] * p["R"] * p["S"])),
+    "depthwise_conv2d": _Impl(lambda p, X, W: (_conv_nchw(X, W, p["stride"], p["padding"],
+                                                          p["dilation"], depthwise=True),),
+                              _sum_tol(lambda p: p["R"] * p["S"])),
+    "dense_bias_relu": _Impl(lambda p, X, W, b: (np.maximum(X @ W.T + b, 0),),
+                             _sum_tol(lambda p: p["K"])),
+    "softmax": _Impl(_softmax_ref, lambda p, dtype: _normalized_tolerance(dtype)),
+    "row_sum": _Impl(lambda p, A: (A.sum(axis=1),), _sum_tol(lambda p: p["N"])),
+    "elementwise": _Impl(lambda p, A, B: (np.maximum(A * 2 + B, 0),), _sum_tol(lambda p: 1)),
+    "transpose": _Impl(lambda p, A: (A.T,), _sum_tol(lambda p: 1)),
+}
+
+
+# ------------------------------------------------------------------ registry
+
+@dataclass(frozen=True)
+class OpSpec:
+    """A registered operator: ``fn(**params)`` builds it; ``param_names`` are the
+    shape parameters a CLI ``--shape`` fills in order; ``small`` fits the interpreter."""
+    name: str
+    fn: Callable
+    param_names: tuple
+    defaults: dict = field(hash=False)
+    small: dict = field(hash=False)
+    description: str = ""
+
+
+def _spec(fn, param_names: tuple, small: dict, description: str) -> OpSpec:
+    defaults = {n: p.default for n, p in inspect.signature(fn).parameters.items()}
+    return OpSpec(fn.__name__, fn, param_names, defaults, small, description)
+
+
+registry = {s.name: s for s in (
+    _spec(gemm, ("M", "N", "K"), {"M": 8, "N": 12, "K": 10}, "matrix multiply C = A @ B"),
+    _spec(batch_matmul, ("B", "M", "N", "K"), {"B": 2, "M": 6, "N": 8, "K": 5},
+          "batched matrix multiply C[b] = X[b] @ Y[b]"),
+    _spec(conv2d, ("N", "C", "H", "W", "K", "R", "S"),
+          {"N": 1, "C": 3, "H": 7, "W": 6, "K": 4, "R": 3, "S": 3},
+          "2-d convolution (NCHW or NHWC, stride, padding, dilation)"),
+    _spec(depthwise_conv2d, ("N", "C", "H", "W", "R", "S"),
+          {"N": 1, "C": 3, "H": 7, "W": 6, "R": 3, "S": 3}, "depthwise 2-d convolution (NCHW)"),
+    _spec(dense_bias_relu, ("M", "N", "K"), {"M": 6, "N": 8, "K": 10},
+          "dense layer + bias + relu, a chain of three blocks"),
+    _spec(softmax, ("M", "N"), {"M": 5, "N": 12}, "row softmax in four blocks"),
+    _spec(row_sum, ("M", "N"), {"M": 6, "N": 13}, "row reduction B[i] = sum_k A[i, k]"),
+    _spec(elementwise, ("M", "N"), {"M": 6, "N": 10}, "C = max(A * 2 + B, 0)"),
+    _spec(transpose, ("M", "N"), {"M": 6, "N": 9}, "B = A^T"),
+)}
+
+
+def get(name: str, *shape, **kw) -> Workload:
+    """Build the registered operator ``name``; ``shape`` values fill its
+    ``param_names`` in order (give all of them, or none for the defaults), ``kw``
+    sets any parameter by name: ``get("conv2d", 1, 64, 56, 56, 64, 3, 3, padding=1)``."""
+    spec = registry.get(name)
+    if spec is None:
+        raise ExplorerError(f"unknown operator {name!r}: known operators are "
+                            f"{', '.join(sorted(registry))}")
+    names = spec.param_names
+    if shape and len(shape) != len(names):
+        example = ",".join(str(spec.defaults[n]) for n in names)
+        raise ExplorerError(f"{name} takes {len(names)} shape values ({', '.join(names)}) but "
+                            f"got {len(shape)}: give all of them, e.g. --shape {example}")
+    unknown = sorted(set(kw) - set(spec.defaults))
+    if unknown:
+        raise ExplorerError(f"{name} has no parameter {', '.join(unknown)}: its parameters are "
+                            f"{', '.join(spec.defaults)}")
+    twice = sorted(set(kw) & set(names[:len(shape)]))
+    if twice:
+        raise ExplorerError(f"{name}: {', '.join(twice)} given both in the shape and by "
+                            "keyword: give each once")
+    return spec.fn(**dict(zip(names, shape)), **kw)
+
+
+# ResNet-18 conv2d layers used by AutoTVM: (H=W, in channels, out channels, kernel, stride).
+RESNET18_CONVS = {
+    "C1": (224, 3, 64, 7, 2), "C2": (56, 64, 64, 3, 1), "C3": (56, 64, 64, 1, 1),
+    "C4": (56, 64, 128, 3, 2), "C5": (56, 64, 128, 1, 2), "C6": (28, 128, 128, 3, 1),
+    "C7": (28, 128, 256, 3, 2), "C8": (28, 128, 256, 1, 2), "C9": (14, 256, 256, 3, 1),
+    "C10": (14, 256, 512, 3, 2), "C11": (14, 256, 512, 1, 2), "C12": (7, 512, 512, 3, 1),
+}
+
+
+def resnet18_conv(name: str, layout="NCHW", dtype="float32") -> Workload:
+    """The ResNet-18 layer ``"C1"``..``"C12"`` (batch 1, padding kernel // 2) as a conv2d."""
+    key = name.upper() if isinstance(name, str) else name
+    if key not in RESNET18_CONVS:
+        raise ExplorerError(f"unknown ResNet-18 layer {name!r}: use one of "
+                            f"{', '.join(RESNET18_CONVS)}")
+    hw, cin, cout, k, s = RESNET18_CONVS[key]
+    return conv2d(1, cin, hw, hw, cout, k, k, stride=s, padding=k // 2, layout=layout,
+                  dtype=dtype)

@@ -1,0 +1,247 @@
+"""Primitives that move computation: compute_at, reverse_compute_at, compute_inline,
+reverse_compute_inline, and the region-covering loop nests they share.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..ir.arith import NonAffine, int_bounds, simplify
+from ..ir.expr import LT, Var, all_of, const
+from ..ir.functor import REMOVE, replace_loads, substitute, walk_stmt
+from ..ir.region import union_region
+from ..ir.stmt import BlockRealize, BufferStore, For, TRUE
+from .tree import (Namer, children, contains_block, find_block, find_loop, insert_in, iter_dims,
+                   loads_of, loops_of, readers, realizes_under, remove_block, replace_block,
+                   writers)
+
+_RELAX = {"shared": ("threadIdx", "vthread"), "local": ("vthread",),
+          "global": ("threadIdx", "vthread", "blockIdx")}
+
+
+def all_ranges(func) -> dict:
+    return {n.var.name: (0, n.extent - 1) for n, _ in walk_stmt(func.body) if isinstance(n, For)}
+
+
+def access_sites(realize: BlockRealize, indices_list: list, below: list, relaxed: list) -> list:
+    """Index tuples in loop variables, each with the loops that vary."""
+    bind = {iv.var.name: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+    ranged = {lp.var.name: (0, lp.extent - 1) for lp in list(below) + list(relaxed)}
+    return [(tuple(simplify(substitute(i, bind)) for i in idx), ranged) for idx in indices_list]
+
+
+def relaxed_loops(path: list, scope: str) -> list:
+    tags = _RELAX.get(scope, ())
+    return [lp for lp in path if lp.kind == "thread" and lp.thread.split(".")[0] in tags]
+
+
+def cover_nest(block, dims: list, region: list, func, ranges: dict):
+    """Loops over ``region`` for the iteration variables mapped to buffer dims
+    (``dims[i]``), full loops for the others; guarded where it may overrun."""
+    namer = Namer(func)
+    loop_vars, values, guards = [], [], []
+    extents = []
+    for n, (iv, d) in enumerate(zip(block.iter_vars, dims)):
+        v = Var(namer(f"ax{n}"))
+        if d is None:
+            ext, val = iv.extent, v
+        else:
+            lo, ext = region[d]
+            val = simplify(lo + v)
+        loop_vars.append(v)
+        extents.append(ext)
+        values.append(val)
+    inner_ranges = dict(ranges)
+    inner_ranges.update({v.name: (0, e - 1) for v, e in zip(loop_vars, extents)})
+    for iv, val in zip(block.iter_vars, values):
+        try:
+            hi = int_bounds(val, inner_ranges)[1]
+        except NonAffine:
+            hi = iv.extent
+        if hi > iv.extent - 1:
+            guards.append(LT(val, const(iv.extent)))
+    stmt = BlockRealize(tuple(values), simplify(all_of(*guards)) if guards else TRUE, block)
+    for v, e in reversed(list(zip(loop_vars, extents))):
+        stmt = For(v, e, stmt)
+    return stmt
+
+
+def _region_or_fail(sites, buf, func, prim, name):
+    region = union_region(sites, buf.shape, all_ranges(func))
+    if region is None:
+        raise ScheduleError(f"{prim}: the region of {buf.name} needed at loop {name!r} cannot be "
+                            "analysed (non-affine indices)")
+    return region
+
+
+def _index_of(kids: list, names, last: bool):
+    hits = [i for i, k in enumerate(kids) if contains_block(k, names)]
+    if not hits:
+        return None
+    return hits[-1] if last else hits[0]
+
+
+def compute_at(func, block: str, loop: str):
+    """Move producer ``block`` under ``loop``, computing only what the consumers
+    there need per iteration."""
+    prod, ppath = find_block(func, block, "compute_at")
+    target, lpath = find_loop(func, loop, "compute_at")
+    if any(lp.var.name == loop for lp in loops_of(ppath)):
+        raise ScheduleError(f"compute_at: block {block!r} is already under loop {loop!r}; pick a "
+                            "loop of its consumers")
+    buf = prod.block.body.buffer
+    consumers = [c for c in readers(func, buf.name) if c != block]
+    if not consumers:
+        raise ScheduleError(f"compute_at: no block reads {buf.name}, the output of {block!r}; "
+                            "there is nothing to compute it for")
+    under = {r.block.name for r, _ in realizes_under(target.body)}
+    for c in consumers:
+        if c not in under:
+            raise ScheduleError(f"compute_at: consumer block {c!r} of {block!r} is not under "
+                                f"loop {loop!r}; it would be left without data")
+    if writers(func, buf.name) != [block]:
+        raise ScheduleError(f"compute_at: {buf.name} is written by several blocks "
+                            f"{writers(func, buf.name)}")
+    dims = iter_dims(prod.block, prod.block.body.indices)
+    if dims is None or any(d is not None and iv.kind == "R"
+                           for iv, d in zip(prod.block.iter_vars, dims)):
+        raise ScheduleError(f"compute_at: block {block!r} must write {buf.name} at its spatial "
+                            "iteration variables")
+    relaxed = relaxed_loops(loops_of(lpath) + [target], buf.scope)
+    sites = []
+    for r, rpath in realizes_under(target.body):
+        if r.block.name in consumers:
+            sites += access_sites(r, [ld.indices for ld in loads_of(r.block, buf.name)],
+                                  loops_of(rpath), relaxed)
+    region = _region_or_fail(sites, buf, func, "compute_at", loop)
+    nest = cover_nest(prod.block, dims, region, func, all_ranges(func))
+    out = remove_block(func, block)
+    kids = children(find_loop(out, loop)[0].body)
+    first_consumer = _index_of(kids, set(consumers), last=False)
+    inputs = {b.name for b in prod.block.reads()}
+    producers = {w for b in inputs for w in writers(out, b)}
+    last_producer = _index_of(kids, producers, last=True)
+    if last_producer is not None and last_producer >= first_consumer:
+        raise ScheduleError(f"compute_at: under loop {loop!r} an input of {block!r} is produced "
+                            "after its consumers start; move that producer first")
+    return insert_in(out, loop, first_consumer, nest)
+
+
+def reverse_compute_at(func, block: str, loop: str):
+    """Move consumer ``block`` under ``loop``, consuming per iteration what the
+    producers there have just written."""
+    cons, cpath = find_block(func, block, "reverse_compute_at")
+    target, lpath = find_loop(func, loop, "reverse_compute_at")
+    if any(lp.var.name == loop for lp in loops_of(cpath)):
+        raise ScheduleError(f"reverse_compute_at: block {block!r} is already under loop {loop!r}")
+    under = {r.block.name for r, _ in realizes_under(target.body)}
+    bufs = [b for b in cons.block.reads() if writers(func, b.name)
+            and set(writers(func, b.name)) <= under]
+    if not bufs:
+        raise ScheduleError(f"reverse_compute_at: block {block!r} reads nothing produced under "
+                            f"loop {loop!r}")
+    if len(bufs) > 1:
+        raise ScheduleError(f"reverse_compute_at: block {block!r} reads several buffers produced "
+                            f"under loop {loop!r} ({', '.join(b.name for b in bufs)})")
+    buf = bufs[0]
+    idx_list = [ld.indices for ld in loads_of(cons.block, buf.name)]
+    dims = iter_dims(cons.block, idx_list[0])
+    if dims is None or any(ix != idx_list[0] for ix in idx_list):
+        raise ScheduleError(f"reverse_compute_at: block {block!r} must read {buf.name} at its "
+                            "iteration variables")
+    for iv, d in zip(cons.block.iter_vars, dims):
+        if d is not None and iv.kind == "R":
+            raise ScheduleError(f"reverse_compute_at: block {block!r} reduces over a dimension "
+                                f"of {buf.name}; the region produced per iteration of {loop!r} "
+                                "is only part of the reduction")
+    relaxed = relaxed_loops(loops_of(lpath) + [target], buf.scope)
+    sites = []
+    for r, rpath in realizes_under(target.body):
+        if r.block.body.buffer.name == buf.name:
+            sites += access_sites(r, [r.block.body.indices], loops_of(rpath), relaxed)
+    region = _region_or_fail(sites, buf, func, "reverse_compute_at", loop)
+    # the region is per dim of buf; the consumer iterates its own dims
+    nest = cover_nest(cons.block, dims, region, func, all_ranges(func))
+    out = remove_block(func, block)
+    kids = children(find_loop(out, loop)[0].body)
+    inputs = {b.name for b in cons.block.reads()}
+    producers = {w for b in inputs for w in writers(out, b)}
+    last_producer = _index_of(kids, producers, last=True)
+    later = set(readers(out, cons.block.body.buffer.name))
+    first_consumer = _index_of(kids, later, last=False)
+    if first_consumer is not None and first_consumer <= last_producer:
+        raise ScheduleError(f"reverse_compute_at: a reader of {block!r}'s output under loop "
+                            f"{loop!r} runs before the producers finish")
+    return insert_in(out, loop, last_producer + 1, nest)
+
+
+def compute_inline(func, block: str):
+    """Replace every read of ``block``'s output by its expression; remove the block."""
+    prod, _ = find_block(func, block, "compute_inline")
+    b = prod.block
+    buf = b.body.buffer
+    if b.is_reduction or b.init is not None:
+        raise ScheduleError(f"compute_inline: block {block!r} is a reduction; only injective "
+                            "blocks (one store per point) can be inlined")
+    if buf in func.params:
+        raise ScheduleError(f"compute_inline: {buf.name} is an output of the function; only "
+                            "intermediate buffers can be inlined")
+    dims = iter_dims(b, b.body.indices)
+    if dims is None or None in dims:
+        raise ScheduleError(f"compute_inline: block {block!r} must write {buf.name} at exactly "
+                            "its iteration variables")
+    if writers(func, buf.name) != [block] or loads_of(b, buf.name):
+        raise ScheduleError(f"compute_inline: {buf.name} is written by more than block {block!r}")
+
+    def inline(ld):
+        if ld.buffer.name != buf.name:
+            return None
+        return substitute(b.body.value, {iv.var.name: ld.indices[d]
+                                         for iv, d in zip(b.iter_vars, dims)})
+    out = remove_block(func, block)
+    for name in readers(out, buf.name):
+        r, _ = find_block(out, name)
+        st = r.block.body
+        new = r.block.with_(body=st.with_(value=replace_loads(st.value, inline)))
+        out = replace_block(out, name, r.with_(block=new))
+    return out.with_(alloc_buffers=tuple(x for x in out.alloc_buffers if x.name != buf.name))
+
+
+def reverse_compute_inline(func, block: str):
+    """Fold injective consumer ``block`` into the store of its producer; remove it."""
+    cons, _ = find_block(func, block, "reverse_compute_inline")
+    c = cons.block
+    if c.is_reduction:
+        raise ScheduleError(f"reverse_compute_inline: block {block!r} is a reduction; only "
+                            "injective consumers can be inlined into their producer")
+    bufs = [x for x in c.reads() if x in func.alloc_buffers and writers(func, x.name)]
+    if len(bufs) != 1:
+        raise ScheduleError(f"reverse_compute_inline: block {block!r} must read exactly one "
+                            f"intermediate buffer, it reads {[x.name for x in bufs]}")
+    buf = bufs[0]
+    loads = loads_of(c, buf.name)
+    dims = iter_dims(c, loads[0].indices)
+    if len(loads) != 1 or dims is None or None in dims:
+        raise ScheduleError(f"reverse_compute_inline: block {block!r} must read {buf.name} once, "
+                            "at exactly its iteration variables")
+    ws = writers(func, buf.name)
+    if len(ws) != 1:
+        raise ScheduleError(f"reverse_compute_inline: {buf.name} has writers {ws}; need one")
+    prod, _ = find_block(func, ws[0])
+    p = prod.block
+    if p.is_reduction or p.init is not None:
+        raise ScheduleError(f"reverse_compute_inline: producer {p.name!r} is a reduction; "
+                            f"applying {block!r} to partial results would be wrong")
+    others = [x for x in readers(func, buf.name) if x != block]
+    if others:
+        raise ScheduleError(f"reverse_compute_inline: {buf.name} is also read by {others}")
+    mapping = {iv.var.name: p.body.indices[d] for iv, d in zip(c.iter_vars, dims)}
+    value = replace_loads(substitute(c.body.value, mapping),
+                          lambda ld: p.body.value if ld.buffer.name == buf.name else None)
+    store = BufferStore(c.body.buffer, value,
+                        tuple(simplify(substitute(i, mapping)) for i in c.body.indices))
+    out = remove_block(func, block)
+    out = replace_block(out, p.name, prod.with_(block=p.with_(body=store)))
+    return out.with_(alloc_buffers=tuple(x for x in out.alloc_buffers if x.name != buf.name))
+
+
+__all__ = ["compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
+           "cover_nest", "REMOVE"]

@@ -1,0 +1,176 @@
+"""Loop primitives: split, fuse, reorder, and loop kinds (parallel, vectorize, unroll, bind).
+
+They rewrite only loops and the bindings of the blocks beneath: the blocks'
+bodies never change. Each function takes a PrimFunc and names, and returns the
+new PrimFunc (and the names of new loops).
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import ScheduleError
+from ..ir.arith import simplify
+from ..ir.expr import LT, FloorDiv, FloorMod, Var, all_of, const
+from ..ir.functor import substitute
+from ..ir.stmt import THREAD_TAGS, For
+from .tree import Namer, find_loop, loops_of, map_realizes, realizes_under, loop_role, replace_loop
+
+
+def _rebind(stmt, mapping: dict, guard=None):
+    """Substitute loop vars in every binding/predicate beneath; add ``guard``."""
+    def fn(r):
+        vals = tuple(simplify(substitute(v, mapping)) for v in r.iter_values)
+        pred = substitute(r.predicate, mapping)
+        if guard is not None:
+            pred = all_of(pred, guard)
+        return r.with_(iter_values=vals, predicate=simplify(pred))
+    return map_realizes(stmt, fn)
+
+
+def split(func, loop: str, factors: list) -> tuple:
+    """for i in range(n)  ->  for i_0 in range(n/f): for i_1 in range(f)  (i = i_0*f + i_1).
+
+    At most one factor may be None (inferred); a product larger than the extent
+    adds a guard ``i_0*f + i_1 < n`` to the blocks beneath."""
+    node, _ = find_loop(func, loop, "split")
+    if not factors:
+        raise ScheduleError(f"split: loop {loop!r} needs at least one factor")
+    if sum(f is None for f in factors) > 1:
+        raise ScheduleError(f"split: loop {loop!r}: at most one factor may be None, got {factors}")
+    for f in factors:
+        if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f <= 0):
+            raise ScheduleError(f"split: loop {loop!r}: factor {f!r} must be a positive int "
+                                "or None")
+    known = math.prod(f for f in factors if f is not None)
+    factors = [f if f is not None else -(-node.extent // known) for f in factors]
+    total = math.prod(factors)
+    if total < node.extent:
+        raise ScheduleError(f"split: loop {loop!r}: factors {factors} multiply to {total}, "
+                            f"less than the extent {node.extent}; use None for one factor")
+    if node.kind != "serial":
+        raise ScheduleError(f"split: loop {loop!r} is {node.kind}; split it before changing "
+                            "its kind")
+    namer = Namer(func)
+    new_vars = [Var(namer(f"{loop}_{i}")) for i in range(len(factors))]
+    expr, stride = const(0), 1
+    for v, f in reversed(list(zip(new_vars, factors))):
+        expr = expr + (v if stride == 1 else v * stride)
+        stride *= f
+    expr = simplify(expr)
+    guard = LT(expr, const(node.extent)) if total != node.extent else None
+    inner = _rebind(node.body, {loop: expr}, guard)
+    for v, f in reversed(list(zip(new_vars, factors))):
+        inner = For(v, f, inner)
+    return replace_loop(func, loop, inner), [v.name for v in new_vars]
+
+
+def fuse(func, loops: list) -> tuple:
+    """for i: for j  ->  for i_j_fused in range(ni*nj)  (i = f // nj, j = f % nj)."""
+    if not loops:
+        raise ScheduleError("fuse: give at least one loop")
+    nodes = [find_loop(func, n, "fuse")[0] for n in loops]
+    for outer, inner, on, inn in zip(nodes, nodes[1:], loops, loops[1:]):
+        if outer.body is not inner and outer.body != inner:
+            raise ScheduleError(f"fuse: loops {on!r} and {inn!r} are not adjacent (the body of "
+                                f"{on!r} must be exactly loop {inn!r})")
+    for n, node in zip(loops, nodes):
+        if node.kind != "serial":
+            raise ScheduleError(f"fuse: loop {n!r} is {node.kind}; fuse serial loops, then "
+                                "change the kind of the fused loop")
+    if len(nodes) == 1:
+        return func, loops[0]
+    fused = Var(Namer(func)("_".join(loops) + "_fused"))
+    total = math.prod(n.extent for n in nodes)
+    mapping, stride = {}, total
+    for i, node in enumerate(nodes):
+        stride //= node.extent
+        e = FloorDiv(fused, const(stride)) if stride > 1 else fused
+        if i > 0:
+            e = FloorMod(e, const(node.extent))
+        mapping[node.var.name] = simplify(e)
+    body = _rebind(nodes[-1].body, mapping)
+    return replace_loop(func, loops[0], For(fused, total, body)), fused.name
+
+
+def reorder(func, loops: list) -> object:
+    """Permute loops of one perfectly nested chain into the given order."""
+    if len(set(loops)) != len(loops):
+        raise ScheduleError(f"reorder: loops {loops} contain a duplicate")
+    if len(loops) < 2:
+        return func
+    found = {n: find_loop(func, n, "reorder") for n in loops}
+    ordered = sorted(loops, key=lambda n: len(found[n][1]))
+    top, bottom = ordered[0], ordered[-1]
+    top_node = found[top][0]
+    chain = [top_node]
+    while chain[-1].var.name != bottom:
+        body = chain[-1].body
+        if not isinstance(body, For):
+            missing = [n for n in ordered if n not in {c.var.name for c in chain}]
+            raise ScheduleError(f"reorder: loops {loops} are not one perfectly nested chain: "
+                                f"loop {chain[-1].var.name!r} has more than one child, so "
+                                f"{missing[0]!r} cannot move past it")
+        chain.append(body)
+    positions = [i for i, c in enumerate(chain) if c.var.name in found]
+    if len(positions) != len(loops):
+        raise ScheduleError(f"reorder: loops {loops} are not on one chain of nested loops")
+    by_name = {c.var.name: c for c in chain}
+    new_chain = list(chain)
+    for pos, name in zip(positions, loops):
+        new_chain[pos] = by_name[name]
+    inner = chain[-1].body
+    for c in reversed(new_chain):
+        inner = c.with_(body=inner)
+    return replace_loop(func, top, inner)
+
+
+def _check_no_reduction(func, loop: str, prim: str, why: str):
+    node, _ = find_loop(func, loop, prim)
+    for r, _ in realizes_under(node.body):
+        if "R" in loop_role(loop, r):
+            raise ScheduleError(f"{prim}: loop {loop!r} is a reduction loop of block "
+                                f"{r.block.name!r}; {why}")
+    return node
+
+
+def set_kind(func, loop: str, kind: str, thread: str | None = None) -> object:
+    node, _ = find_loop(func, loop, kind)
+    if node.kind == "thread" and kind != "thread":
+        raise ScheduleError(f"{kind}: loop {loop!r} is bound to {node.thread}; a bound loop "
+                            "keeps its binding")
+    return replace_loop(func, loop, node.with_(kind=kind, thread=thread))
+
+
+def parallel(func, loop: str) -> object:
+    node = _check_no_reduction(func, loop, "parallel",
+                               "running its iterations at once would race on the accumulator")
+    for r, _ in realizes_under(node.body):
+        if "S" not in loop_role(loop, r) and r.block.body.buffer in func.params:
+            raise ScheduleError(f"parallel: loop {loop!r} does not index the output of block "
+                                f"{r.block.name!r}: its iterations would write the same elements")
+    return set_kind(func, loop, "parallel")
+
+
+def vectorize(func, loop: str) -> object:
+    _check_no_reduction(func, loop, "vectorize",
+                        "its iterations carry a dependence through the accumulator")
+    return set_kind(func, loop, "vectorized")
+
+
+def unroll(func, loop: str) -> object:
+    return set_kind(func, loop, "unrolled")
+
+
+def bind(func, loop: str, thread: str) -> object:
+    if thread not in THREAD_TAGS:
+        raise ScheduleError(f"bind: unknown thread axis {thread!r}; use one of "
+                            f"{', '.join(THREAD_TAGS)}")
+    node, path = find_loop(func, loop, "bind")
+    if not thread.startswith("threadIdx"):
+        _check_no_reduction(func, loop, "bind", f"only threadIdx may run a (cross-thread) "
+                            f"reduction, not {thread}")
+    for outer in loops_of(path):
+        if outer.kind == "thread" and outer.thread == thread and thread.startswith("blockIdx"):
+            raise ScheduleError(f"bind: loop {loop!r} is inside loop {outer.var.name!r}, "
+                                f"already bound to {thread}")
+    return set_kind(func, loop, "thread", thread)

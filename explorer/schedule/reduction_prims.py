@@ -1,0 +1,142 @@
+"""Reduction primitives: decompose_reduction (init as its own block) and rfactor."""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..ir.arith import simplify
+from ..ir.expr import Add, And, BufferLoad, Max, Min, Var, all_of, is_true
+from ..ir.functor import expr_vars, substitute
+from ..ir.stmt import Block, BlockRealize, BufferStore, For, IterVar, TRUE
+from .block_prims import cover_nest
+from .tree import (Namer, children, body_of, contains_block, find_block, find_loop, insert_in,
+                   loops_of, realizes_under, replace_block)
+
+
+def _conjuncts(e) -> list:
+    if isinstance(e, And):
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [] if is_true(e) else [e]
+
+
+def decompose_reduction(func, block: str, loop: str):
+    """Move the init of reduction ``block`` into a new block ``<block>_init`` placed
+    before ``loop``, looping over the spatial loops from ``loop`` inwards."""
+    real, path = find_block(func, block, "decompose_reduction")
+    b = real.block
+    if b.init is None:
+        raise ScheduleError(f"decompose_reduction: block {block!r} has no init (not a "
+                            "reduction, or already decomposed)")
+    loops = loops_of(path)
+    names = [lp.var.name for lp in loops]
+    if loop not in names:
+        raise ScheduleError(f"decompose_reduction: loop {loop!r} is not an ancestor of block "
+                            f"{block!r}")
+    inner = loops[names.index(loop):]
+    s_vars, r_vars = set(), set()
+    for iv, val in zip(b.iter_vars, real.iter_values):
+        (s_vars if iv.kind == "S" else r_vars).update(expr_vars(val))
+    namer = Namer(func)
+    mapping, new_loops = {}, []
+    for lp in inner:
+        n = lp.var.name
+        if n in s_vars and n in r_vars:
+            raise ScheduleError(f"decompose_reduction: loop {n!r} binds both spatial and "
+                                f"reduction variables of {block!r}; split them apart first")
+        if n in s_vars:
+            v = Var(namer(f"{n}_init"))
+            mapping[n] = v
+            new_loops.append(lp.with_(var=v))
+    r_loop_names = {lp.var.name for lp in inner} - set(mapping)
+    preds = [c for c in _conjuncts(real.predicate) if not expr_vars(c) & r_loop_names]
+    ivs = tuple(iv for iv in b.iter_vars if iv.kind == "S")
+    vals = tuple(substitute(v, mapping) for iv, v in zip(b.iter_vars, real.iter_values)
+                 if iv.kind == "S")
+    init_block = Block(namer(f"{block}_init"), ivs, b.init)
+    stmt = BlockRealize(vals, simplify(substitute(all_of(*preds), mapping)), init_block)
+    for lp in reversed(new_loops):
+        stmt = lp.with_(body=stmt)
+    out = replace_block(func, block, real.with_(block=b.with_(init=None)))
+    parent = loops[names.index(loop) - 1].var.name if names.index(loop) > 0 else None
+    kids = children(body_of(out, parent))
+    pos = next(i for i, k in enumerate(kids) if isinstance(k, For) and k.var.name == loop)
+    return insert_in(out, parent, pos, stmt), init_block.name
+
+
+def _combiner(b: Block):
+    v, st = b.body.value, b.body
+    acc = BufferLoad(st.buffer, st.indices)
+    for cls, name in ((Add, "sum"), (Max, "max"), (Min, "min")):
+        if isinstance(v, cls):
+            if v.a == acc:
+                return name, v.b
+            if v.b == acc:
+                return name, v.a
+    return None, None
+
+
+def rfactor(func, loop: str, factor_axis: int):
+    """Factor reduction loop ``loop`` out: a block ``<block>_rf`` reduces everything else
+    into a buffer with an extra dimension (at ``factor_axis``) indexed by ``loop``; the
+    original block then reduces over that dimension."""
+    node, _ = find_loop(func, loop, "rfactor")
+    blocks = realizes_under(node.body)
+    if len(blocks) != 1:
+        raise ScheduleError(f"rfactor: loop {loop!r} must contain exactly one block, it contains "
+                            f"{[r.block.name for r, _ in blocks]}")
+    real, _ = blocks[0]
+    _, path = find_block(func, real.block.name)
+    b = real.block
+    kinds = {iv.kind for iv, v in zip(b.iter_vars, real.iter_values) if loop in expr_vars(v)}
+    if kinds != {"R"}:
+        raise ScheduleError(f"rfactor: loop {loop!r} must be a reduction loop of block "
+                            f"{b.name!r} (it binds {sorted(kinds) or 'no'} variables)")
+    comb, src = _combiner(b)
+    if comb is None or b.init is None:
+        raise ScheduleError(f"rfactor: block {b.name!r} is not a sum/max/min reduction of the "
+                            "form X = X + e (or max/min); decomposed reductions cannot be factored")
+    buf = b.body.buffer
+    if not isinstance(factor_axis, int) or not 0 <= factor_axis <= buf.ndim:
+        raise ScheduleError(f"rfactor: factor_axis {factor_axis!r} must be in [0, {buf.ndim}]")
+    namer = Namer(func)
+    rf_buf = buf.with_(name=namer(f"{buf.name}_rf"),
+                       shape=buf.shape[:factor_axis] + (node.extent,) + buf.shape[factor_axis:])
+    r_loops = [lp for lp in loops_of(path) if any(
+        lp.var.name in expr_vars(v) for iv, v in zip(b.iter_vars, real.iter_values)
+        if iv.kind == "R")]
+    vr = Var(f"v_{loop}")
+    s_ivs = [iv for iv in b.iter_vars if iv.kind == "S"]
+    s_vals = [v for iv, v in zip(b.iter_vars, real.iter_values) if iv.kind == "S"]
+    r_ivs = [IterVar(Var(f"v_{lp.var.name}"), lp.extent, "R") for lp in r_loops
+             if lp.var.name != loop]
+    loop_to_iv = {lp.var.name: Var(f"v_{lp.var.name}") for lp in r_loops}
+    red_bind = {iv.var.name: substitute(v, loop_to_iv)
+                for iv, v in zip(b.iter_vars, real.iter_values) if iv.kind == "R"}
+    out_idx = b.body.indices
+    rf_idx = out_idx[:factor_axis] + (vr,) + out_idx[factor_axis:]
+    acc = BufferLoad(rf_buf, rf_idx)
+    new_src = substitute(src, red_bind)
+    val = {"sum": lambda: acc + new_src, "max": lambda: Max(acc, new_src),
+           "min": lambda: Min(acc, new_src)}[comb]()
+    rf_block = Block(namer(f"{b.name}_rf"),
+                     tuple(s_ivs) + (IterVar(vr, node.extent, "S"),) + tuple(r_ivs),
+                     BufferStore(rf_buf, val, rf_idx),
+                     BufferStore(rf_buf, b.init.value, rf_idx))
+    rf_real = BlockRealize(tuple(s_vals) + (Var(loop),) + tuple(Var(lp.var.name)
+                                                                 for lp in r_loops
+                                                                 if lp.var.name != loop),
+                           real.predicate, rf_block)
+    vw = Var(f"v_{loop}")
+    wb_acc = BufferLoad(buf, out_idx)
+    wb_src = BufferLoad(rf_buf, out_idx[:factor_axis] + (vw,) + out_idx[factor_axis:])
+    wb_val = {"sum": lambda: wb_acc + wb_src, "max": lambda: Max(wb_acc, wb_src),
+              "min": lambda: Min(wb_acc, wb_src)}[comb]()
+    wb_block = Block(b.name, tuple(s_ivs) + (IterVar(vw, node.extent, "R"),),
+                     BufferStore(buf, wb_val, out_idx), b.init)
+    out = replace_block(func, b.name, rf_real)
+    out = out.with_(alloc_buffers=out.alloc_buffers + (rf_buf,))
+    nest = cover_nest(wb_block, [None] * len(wb_block.iter_vars), [], out, {})
+    kids = children(out.body)
+    pos = max(i for i, k in enumerate(kids) if contains_block(k, {rf_block.name})) + 1
+    return insert_in(out, None, pos, nest), rf_block.name
+
+
+__all__ = ["decompose_reduction", "rfactor", "TRUE"]

@@ -1,0 +1,256 @@
+"""Traces: the record of every schedule instruction, with the decisions of sampling ones.
+
+A trace serializes to plain, versioned JSON (validated on load; no pickle, no
+eval), prints as replayable Python, and replays on a fresh schedule, with the
+same or with changed decisions; sampling instructions without a decision are
+re-sampled from the schedule's seed.
+
+JSON form::
+
+    {"version": 1,
+     "insts": [[kind, [inputs...], {}, [outputs...]], ...],
+     "decisions": [[instruction index, decision], ...]}
+
+Inputs that are handles are written ``"$b0"``, ``"$l1"``, ``"$v2"`` (and
+``"$root"``, ``"$inline"`` for the special compute locations).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass, field
+
+from ..errors import ExplorerError, TraceError
+from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
+
+VERSION = 1
+SAMPLING = ("sample_perfect_tile", "sample_categorical", "sample_compute_location")
+# instruction kind -> does it return a list of handles (True), one handle (False) or nothing (None)
+KINDS = {
+    "get_block": False, "get_loops": True, "get_child_blocks": True, "get_producers": True,
+    "get_consumers": True, "split": True, "fuse": False, "reorder": None, "parallel": None,
+    "vectorize": None, "unroll": None, "bind": None, "cache_read": False,
+    "cache_write": False, "compute_at": None, "reverse_compute_at": None,
+    "compute_inline": None, "reverse_compute_inline": None, "decompose_reduction": False,
+    "rfactor": False, "annotate": None, "unannotate": None, "sample_perfect_tile": True,
+    "sample_categorical": False, "sample_compute_location": False,
+}
+_NAME = re.compile(r"^[blv][0-9]+$")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    kind: str
+    inputs: tuple
+    outputs: tuple
+
+
+@dataclass
+class Trace:
+    insts: list = field(default_factory=list)
+    decisions: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.insts)
+
+    def copy(self) -> "Trace":
+        return Trace(list(self.insts), dict(self.decisions))
+
+    def with_decision(self, index: int, decision) -> "Trace":
+        """A copy whose sampling instruction ``index`` takes ``decision`` (None: re-sample)."""
+        if not 0 <= index < len(self.insts) or self.insts[index].kind not in SAMPLING:
+            raise TraceError(f"instruction {index} is not a sampling instruction; sampling ones "
+                             f"are at {self.sampling_indices()}")
+        out = self.copy()
+        if decision is None:
+            out.decisions.pop(index, None)
+        else:
+            out.decisions[index] = decision
+        return out
+
+    def sampling_indices(self) -> list:
+        return [i for i, ins in enumerate(self.insts) if ins.kind in SAMPLING]
+
+    # ------------------------------------------------------------ naming
+    def _names(self) -> dict:
+        names: dict = {}
+        for ins in self.insts:
+            for o in ins.outputs:
+                if o not in names:
+                    names[o] = f"{o.prefix}{len(names)}"
+        return names
+
+    def _enc(self, x, names):
+        if x is ROOT:
+            return "$root"
+        if x is INLINE:
+            return "$inline"
+        if isinstance(x, RV):
+            if x not in names:
+                raise TraceError("a handle in the trace was not produced by an earlier instruction")
+            return "$" + names[x]
+        if isinstance(x, (list, tuple)):
+            return [self._enc(y, names) for y in x]
+        if isinstance(x, str) and x.startswith("$"):
+            raise TraceError(f"string {x!r} starts with '$', which traces reserve for handles")
+        return x
+
+    def as_json(self) -> dict:
+        names = self._names()
+        insts = [[i.kind, [self._enc(x, names) for x in i.inputs], {},
+                  [names[o] for o in i.outputs]] for i in self.insts]
+        decisions = [[k, v] for k, v in sorted(self.decisions.items())]
+        return {"version": VERSION, "insts": insts, "decisions": decisions}
+
+    def dumps(self) -> str:
+        return json.dumps(self.as_json())
+
+    def as_python(self) -> list:
+        """Replayable Python lines (``sch`` is the schedule)."""
+        from .schedule import Schedule
+        names = self._names()
+        lines = []
+        for idx, ins in enumerate(self.insts):
+            params = _params(getattr(Schedule, ins.kind))
+            args = [f"{p}={_py(self._enc(x, names))}" for p, x in zip(params, ins.inputs)]
+            if idx in self.decisions:
+                args.append(f"decision={self.decisions[idx]!r}")
+            call = f"sch.{ins.kind}({', '.join(args)})"
+            outs = [names[o] for o in ins.outputs]
+            if KINDS[ins.kind] is True:
+                lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
+                lines.append(f"{lhs} = {call}" if outs else f"_ = {call}")
+            elif KINDS[ins.kind] is False:
+                lines.append(f"{outs[0]} = {call}")
+            else:
+                lines.append(call)
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.as_python())
+
+    # ------------------------------------------------------------ loading
+    @staticmethod
+    def from_json(data) -> "Trace":
+        """Load a trace from a JSON string or the decoded object, validating everything."""
+        if isinstance(data, (str, bytes)):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as e:
+                raise TraceError(f"trace JSON is malformed or truncated ({e.msg} at position "
+                                 f"{e.pos}); pass the text written by Trace.as_json()") from None
+        if not isinstance(data, dict) or "version" not in data:
+            raise TraceError("a trace is a JSON object with 'version', 'insts' and 'decisions'")
+        if data["version"] != VERSION:
+            raise TraceError(f"unknown trace version {data['version']!r}; this version of the "
+                             f"explorer reads version {VERSION}")
+        insts, decisions = data.get("insts"), data.get("decisions", [])
+        if not isinstance(insts, list) or not isinstance(decisions, list):
+            raise TraceError("trace 'insts' and 'decisions' must be lists")
+        defined: dict = {}
+        out = Trace()
+        for n, raw in enumerate(insts):
+            out.insts.append(_load_inst(n, raw, defined))
+        for item in decisions:
+            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int)
+                    or not 0 <= item[0] < len(out.insts)
+                    or out.insts[item[0]].kind not in SAMPLING):
+                raise TraceError(f"decision {item!r} does not name a sampling instruction")
+            _check_decision(out.insts[item[0]].kind, item[1])
+            out.decisions[item[0]] = item[1]
+        return out
+
+    @staticmethod
+    def loads(text: str) -> "Trace":
+        return Trace.from_json(text)
+
+    def apply_to(self, sch, decisions: bool = True):
+        """Replay on ``sch`` (a Schedule); returns it. Unset decisions are re-sampled."""
+        env: dict = {ROOT: ROOT, INLINE: INLINE}
+        for idx, ins in enumerate(self.insts):
+            args = [_map(x, env) for x in ins.inputs]
+            kw = {}
+            if ins.kind in SAMPLING and decisions and idx in self.decisions:
+                kw["decision"] = self.decisions[idx]
+            result = getattr(sch, ins.kind)(*args, **kw)
+            got = [] if result is None else list(result) if isinstance(result, list) else [result]
+            if len(got) != len(ins.outputs):
+                raise TraceError(f"replaying instruction {idx} ({ins.kind}) gave {len(got)} "
+                                 f"outputs where the trace recorded {len(ins.outputs)}: the trace "
+                                 "was made for another function")
+            env.update(zip(ins.outputs, got))
+        return sch
+
+
+def _params(method) -> list:
+    return [p for p in inspect.signature(method).parameters if p not in ("self", "decision")]
+
+
+def _py(x) -> str:
+    if isinstance(x, str) and x.startswith("$"):
+        return x[1:]
+    if isinstance(x, list):
+        return "[" + ", ".join(_py(y) for y in x) + "]"
+    return repr(x)
+
+
+def _map(x, env):
+    if isinstance(x, RV):
+        if x not in env:
+            raise TraceError("trace uses a handle before it is defined")
+        return env[x]
+    if isinstance(x, (list, tuple)):
+        return [_map(y, env) for y in x]
+    return x
+
+
+_RV_CLASS = {"b": BlockRV, "l": LoopRV, "v": ExprRV}
+
+
+def _load_inst(n: int, raw, defined: dict) -> Instruction:
+    if not isinstance(raw, list) or len(raw) != 4:
+        raise TraceError(f"instruction {n} must be [kind, inputs, attrs, outputs], got {raw!r}")
+    kind, inputs, attrs, outputs = raw
+    if kind not in KINDS:
+        raise TraceError(f"instruction {n}: unknown instruction {kind!r}; known: "
+                         f"{', '.join(sorted(KINDS))}")
+    if not isinstance(inputs, list) or not isinstance(attrs, dict) or not isinstance(outputs,
+                                                                                     list):
+        raise TraceError(f"instruction {n} ({kind}): inputs and outputs must be lists, attrs a "
+                         "dict")
+    dec = [_decode(x, defined, n, kind) for x in inputs]
+    outs = []
+    for name in outputs:
+        if not isinstance(name, str) or not _NAME.match(name) or name in defined:
+            raise TraceError(f"instruction {n} ({kind}): bad or repeated output name {name!r}")
+        rv = _RV_CLASS[name[0]]()
+        defined[name] = rv
+        outs.append(rv)
+    return Instruction(kind, tuple(dec), tuple(outs))
+
+
+def _decode(x, defined: dict, n: int, kind: str):
+    if isinstance(x, str) and x.startswith("$"):
+        if x == "$root":
+            return ROOT
+        if x == "$inline":
+            return INLINE
+        if x[1:] not in defined:
+            raise TraceError(f"instruction {n} ({kind}) uses {x[1:]!r} before it is defined")
+        return defined[x[1:]]
+    if isinstance(x, list):
+        return [_decode(y, defined, n, kind) for y in x]
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    raise TraceError(f"instruction {n} ({kind}): input {x!r} is not a plain JSON value")
+
+
+def _check_decision(kind: str, d):
+    ok = (isinstance(d, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in d)
+          if kind == "sample_perfect_tile" else isinstance(d, int) and not isinstance(d, bool))
+    if not ok:
+        raise TraceError(f"decision {d!r} has the wrong type for {kind}")
+
+
+__all__ = ["Trace", "Instruction", "ExplorerError"]
