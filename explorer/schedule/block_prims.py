@@ -9,7 +9,7 @@ from ..ir.expr import LT, Var, all_of, const
 from ..ir.functor import REMOVE, replace_loads, substitute, walk_stmt
 from ..ir.region import union_region
 from ..ir.stmt import BlockRealize, BufferStore, For, TRUE
-from .tree import (Namer, children, contains_block, find_block, find_loop, insert_in, iter_dims,
+from .tree import (Namer, children, loop_role, contains_block, find_block, find_loop, insert_in, iter_dims,
                    loads_of, loops_of, readers, realizes_under, remove_block, replace_block,
                    writers)
 
@@ -79,6 +79,20 @@ def _index_of(kids: list, names, last: bool):
     return hits[-1] if last else hits[0]
 
 
+def _check_inputs_ready(out, inputs: set, loop: str, prim: str, block: str):
+    """Writers of ``inputs`` outside ``loop`` must run before it."""
+    from .tree import block_names
+    order = block_names(out)
+    node, _ = find_loop(out, loop)
+    inside = [r.block.name for r, _ in realizes_under(node.body)]
+    start = order.index(inside[0])
+    for buf in inputs:
+        for w in writers(out, buf):
+            if w not in inside and order.index(w) > start:
+                raise ScheduleError(f"{prim}: block {block!r} reads {buf}, which block {w!r} "
+                                    f"writes only after loop {loop!r}; it cannot move there")
+
+
 def compute_at(func, block: str, loop: str):
     """Move producer ``block`` under ``loop``, computing only what the consumers
     there need per iteration."""
@@ -117,6 +131,7 @@ def compute_at(func, block: str, loop: str):
     kids = children(find_loop(out, loop)[0].body)
     first_consumer = _index_of(kids, set(consumers), last=False)
     inputs = {b.name for b in prod.block.reads()}
+    _check_inputs_ready(out, inputs, loop, "compute_at", block)
     producers = {w for b in inputs for w in writers(out, b)}
     last_producer = _index_of(kids, producers, last=True)
     if last_producer is not None and last_producer >= first_consumer:
@@ -153,9 +168,15 @@ def reverse_compute_at(func, block: str, loop: str):
                                 f"of {buf.name}; the region produced per iteration of {loop!r} "
                                 "is only part of the reduction")
     relaxed = relaxed_loops(loops_of(lpath) + [target], buf.scope)
+    outer = {lp.var.name for lp in loops_of(lpath)} | {loop}
     sites = []
     for r, rpath in realizes_under(target.body):
         if r.block.body.buffer.name == buf.name:
+            for lp_name in outer:
+                if "R" in loop_role(lp_name, r):
+                    raise ScheduleError(f"reverse_compute_at: loop {lp_name!r} iterates the "
+                                        f"reduction of {r.block.name!r}; under {loop!r} its "
+                                        f"result {buf.name} is still partial")
             sites += access_sites(r, [r.block.body.indices], loops_of(rpath), relaxed)
     region = _region_or_fail(sites, buf, func, "reverse_compute_at", loop)
     # the region is per dim of buf; the consumer iterates its own dims
@@ -163,6 +184,7 @@ def reverse_compute_at(func, block: str, loop: str):
     out = remove_block(func, block)
     kids = children(find_loop(out, loop)[0].body)
     inputs = {b.name for b in cons.block.reads()}
+    _check_inputs_ready(out, inputs, loop, "reverse_compute_at", block)
     producers = {w for b in inputs for w in writers(out, b)}
     last_producer = _index_of(kids, producers, last=True)
     later = set(readers(out, cons.block.body.buffer.name))

@@ -80,6 +80,10 @@ def cache_write(func, block: str, write_index: int, scope: str):
                             f"be 0, not {write_index!r}")
     b = prod.block
     buf = b.body.buffer
+    if writers(func, buf.name) != [block]:
+        raise ScheduleError(f"cache_write: {buf.name} is written by blocks "
+                            f"{writers(func, buf.name)}, not by {block!r} alone (a decomposed "
+                            "init?): cache it before decompose_reduction")
     name = Namer(func)(f"{buf.name}_{scope}")
     new_buf = buf.with_(name=name, scope=scope)
     body = BufferStore(new_buf, _retarget(b.body.value, buf.name, new_buf), b.body.indices)

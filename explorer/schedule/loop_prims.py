@@ -79,6 +79,14 @@ def fuse(func, loops: list) -> tuple:
                                 "change the kind of the fused loop")
     if len(nodes) == 1:
         return func, loops[0]
+    for r, _ in realizes_under(nodes[-1].body):
+        roles = {n: loop_role(n, r) for n in loops}
+        spatial = [n for n, k in roles.items() if k == {"S"}]
+        reduce_ = [n for n, k in roles.items() if "R" in k]
+        if spatial and reduce_:
+            raise ScheduleError(f"fuse: loop {spatial[0]!r} is spatial and loop {reduce_[0]!r} "
+                                f"a reduction loop of block {r.block.name!r}; a fused loop "
+                                "must not mix them (the reduction would lose its order)")
     fused = Var(Namer(func)("_".join(loops) + "_fused"))
     total = math.prod(n.extent for n in nodes)
     mapping, stride = {}, total

@@ -34,6 +34,11 @@ def decompose_reduction(func, block: str, loop: str):
     s_vars, r_vars = set(), set()
     for iv, val in zip(b.iter_vars, real.iter_values):
         (s_vars if iv.kind == "S" else r_vars).update(expr_vars(val))
+    for lp in loops[:names.index(loop)]:
+        if lp.var.name in r_vars:
+            raise ScheduleError(f"decompose_reduction: loop {lp.var.name!r} outside {loop!r} "
+                                f"iterates the reduction of {block!r}; the init would run on "
+                                "every one of its iterations: decompose at or above it")
     namer = Namer(func)
     mapping, new_loops = {}, []
     for lp in inner:

@@ -105,10 +105,9 @@ class FunctionState:
                              "nor allocated") from None
 
     def entry_alloca(self, ty: ir.Type, count: int, align: int) -> ir.Value:
-        with self.entry_builder.goto_block(self.entry):
-            self.entry_builder.position_at_start(self.entry)
-            a = self.entry_builder.alloca(ty, size=ir.Constant(I32, count))
-            a.align = align
+        a = self.entry_builder.alloca(ty, size=ir.Constant(I32, count))
+        a.align = align
+        a.type = PTR  # an opaque pointer, like every other pointer we emit
         return a
 
     def allocate(self, buf) -> tuple:
@@ -135,9 +134,8 @@ class FunctionState:
                 self.ws_offset = start
             return ptr, release
         malloc = self.mod.declare("aligned_alloc", PTR, [I64, I64])
-        with self.entry_builder.goto_block(self.entry):
-            ptr = self.entry_builder.call(malloc, [ir.Constant(I64, WORKSPACE_ALIGN),
-                                                   ir.Constant(I64, _round_up(size, 64))])
+        ptr = self.entry_builder.call(malloc, [ir.Constant(I64, WORKSPACE_ALIGN),
+                                               ir.Constant(I64, _round_up(size, 64))])
         self.heap.append(ptr)
         return ptr, None
 
@@ -146,9 +144,7 @@ class FunctionState:
         for ptr in self.heap:
             self.builder.call(free, [ptr])
         self.builder.ret_void()
-        with self.entry_builder.goto_block(self.entry):
-            self.entry_builder.position_at_end(self.entry)
-            self.entry_builder.branch(self.fn.blocks[1])
+        self.entry_builder.branch(self.fn.blocks[1])
 
 
 def _numel(buf) -> int:
@@ -276,35 +272,31 @@ class StmtGen:
         """for name in [lo, hi): body() -- bottom-tested, induction variable as a phi."""
         pre = self.b.block
         loop_bb = self.b.append_basic_block(f"for_{name}")
-        exit_bb = self.b.append_basic_block(f"end_{name}")
+        skip = []
         if known_nonempty:
             self.b.branch(loop_bb)
         else:
-            self.b.cbranch(self.b.icmp_signed("<", lo, hi), loop_bb, exit_bb)
+            skip.append(self.b.block)
         self.b.position_at_end(loop_bb)
         iv = self.b.phi(I32, name=name)
         iv.add_incoming(lo, pre)
         self.with_var(name, iv, body)
         nxt = self.b.add(iv, ir.Constant(I32, 1), flags=("nuw", "nsw"))
         iv.add_incoming(nxt, self.b.block)
+        latch = self.b.block
+        exit_bb = self.b.append_basic_block(f"end_{name}")
         self.b.cbranch(self.b.icmp_signed("<", nxt, hi), loop_bb, exit_bb)
+        for bb in skip:  # the emptiness test, now that the exit block exists
+            self.b.position_at_end(bb)
+            self.b.cbranch(self.b.icmp_signed("<", lo, hi), loop_bb, exit_bb)
+        del latch
         self.b.position_at_end(exit_bb)
 
     def vector_body(self, s: For) -> None:
         """The whole vectorized loop as one pass of vector statements."""
-        ex = ExprEmitter(self.st, lane=s.var.name, lanes=s.extent)
-        saved, self.ex = self.ex, ex
-
-        def emit(node):
-            if isinstance(node, SeqStmt):
-                for x in node.stmts:
-                    emit(x)
-            elif isinstance(node, BufferStore):
-                self.store(node, ex)
-            else:
-                self.stmt(node)  # a lane-invariant guard (vectorize_blocker checked)
+        saved, self.ex = self.ex, ExprEmitter(self.st, lane=s.var.name, lanes=s.extent)
         try:
-            emit(s.body)
+            self.stmt(s.body)   # guards inside are lane-invariant (vectorize_blocker checked)
         finally:
             self.ex = saved
 

@@ -1,0 +1,93 @@
+"""Engine events: how widgets, logs and progress bars observe tuning without the
+engine knowing about them.
+
+A tuner owns an ``EventBus``; observers ``subscribe`` a callable that receives
+event values. Events are small frozen dataclasses of plain data (numbers,
+strings, trace JSON), so they can be logged, sent across processes or drawn.
+An observer that raises is unsubscribed with a warning: a broken plot never
+stops a tuning run.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class TuningStarted:
+    workload: str
+    target: str
+    trials: int
+    strategy: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class RoundStarted:
+    workload: str
+    round: int
+    candidates: int
+
+
+@dataclass(frozen=True)
+class CandidateMeasured:
+    workload: str
+    round: int
+    trial: int                 # index over the whole run, from 0
+    trace: dict                # Trace.as_json()
+    seconds: float | None      # median run time; None when it failed
+    gflops: float | None
+    error: str | None          # why it failed (build, run, wrong result, timeout)
+    predicted: float | None    # the cost model's score before measuring, if any
+
+
+@dataclass(frozen=True)
+class ModelUpdated:
+    workload: str
+    round: int
+    samples: int               # training rows the model has seen
+    rank_accuracy: float | None    # pairwise rank accuracy on the batch, before measuring it
+    top_k_recall: float | None
+    feature_importance: tuple = field(default=())  # ((feature name, gain), ...)
+
+
+@dataclass(frozen=True)
+class NewBest:
+    workload: str
+    trial: int
+    seconds: float
+    gflops: float
+    trace: dict
+
+
+@dataclass(frozen=True)
+class TuningFinished:
+    workload: str
+    trials: int
+    measured: int
+    failed: int
+    best_seconds: float | None
+    best_gflops: float | None
+    tuning_seconds: float
+
+
+class EventBus:
+    """Fan-out of events to subscribers, in subscription order."""
+
+    def __init__(self):
+        self._subs: list = []
+
+    def subscribe(self, fn: Callable) -> Callable:
+        """Register ``fn(event)``; returns a function that unsubscribes it."""
+        self._subs.append(fn)
+        return lambda: self._subs.remove(fn) if fn in self._subs else None
+
+    def emit(self, event) -> None:
+        for fn in list(self._subs):
+            try:
+                fn(event)
+            except Exception as e:  # an observer must not break the engine
+                warnings.warn(f"event observer {fn!r} failed on {type(event).__name__}: {e!r}; "
+                              "it was unsubscribed")
+                self._subs.remove(fn)
