@@ -39,20 +39,22 @@ def _c(v):
     return IntImm(v)
 
 
-def gemm_lowered(M: int, N: int, K: int, MR: int = 6, NR: int = 32, VL: int = 16,
-                 KB: int | None = None, pack: bool = True) -> PrimFunc:
+def gemm_lowered(M: int, N: int, K: int, MR: int = 8, NR: int = 32, VL: int = 16,
+                 KB: int | None = 256, MI: int = 8, pack: bool = True) -> PrimFunc:
     """The register-blocked gemm as a lowered PrimFunc (M % MR == N % NR == K % KB == 0).
 
-    With a k-block ``KB`` < K the loop order is io (parallel), ko, jo: an MR x KB
-    block of A stays in L1 while the packed B panels of that k-block stream from L2;
-    the accumulators start from C after the first k-block.
+    With a k-block ``KB`` < K the loop order is io (parallel), ko, jo, ii_o (MI
+    micro-tiles of MR rows that share one KB x NR panel of packed B in L1); the
+    accumulators start from C after the first k-block.
     """
     KB = KB or K
-    assert M % MR == 0 and N % NR == 0 and NR % VL == 0 and K % KB == 0
+    assert M % (MR * MI) == 0 and N % NR == 0 and NR % VL == 0 and K % KB == 0
     A, B, C = Buffer("A", (M, K)), Buffer("B", (K, N)), Buffer("C", (M, N))
     io, jo, ko, k, ii, jj, v = (Var(n) for n in ("io", "jo", "ko", "k", "ii", "jj", "v"))
+    im = Var("im")
+    tile_row = Add(Mul(io, _c(MI)), im) if MI > 1 else io
     col = Add(Mul(jj, _c(VL)), v)
-    row = Add(Mul(io, _c(MR)), ii)
+    row = Add(Mul(tile_row, _c(MR)), ii)
     ccol = Add(Mul(jo, _c(NR)), col)
     kk = Add(Mul(ko, _c(KB)), k) if KB < K else k
     Cl = Buffer("Cl", (MR, NR), scope="local")
@@ -74,10 +76,13 @@ def gemm_lowered(M: int, N: int, K: int, MR: int = 6, NR: int = 32, VL: int = 16
         init = IfThenElse(EQ(ko, _c(0)), init, tile(BufferStore(Cl, C[row, ccol], (ii, col))))
     upd = tile(BufferStore(Cl, Add(Cl[ii, col], Mul(A[row, kk], bload)), (ii, col)))
     out = tile(BufferStore(C, Cl[ii, col], (row, ccol)))
-    body = For(jo, N // NR, Allocate(Cl, seq([init, For(k, KB, upd), out])))
+    body = Allocate(Cl, seq([init, For(k, KB, upd), out]))
+    if MI > 1:
+        body = For(im, MI, body)
+    body = For(jo, N // NR, body)
     if KB < K:
         body = For(ko, K // KB, body)
-    stmts.append(For(io, M // MR, body, "parallel"))
+    stmts.append(For(io, M // (MR * MI), body, "parallel"))
     main = seq(stmts)
     if pack:
         main = Allocate(Bp, main)
@@ -102,8 +107,8 @@ def _median_time(fn, repeats: int, min_seconds: float = 0.05) -> tuple:
 def run_ours(n: int, threads: int, repeats: int, runtime: str | None, mr: int) -> dict:
     from explorer.backends.llvm import build_llvm
     from explorer.backends.target import Target
-    f = gemm_lowered(n - n % mr if n % mr else n, n, n, MR=mr)
-    m = f.params[0].shape[0]
+    f = gemm_lowered(n, n, n, MR=mr, KB=min(256, n), MI=min(8, n // mr))
+    m = n
     k = build_llvm(f, f, Target(f"llvm -num-cores={threads}"), runtime)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, n), dtype=np.float32)
@@ -131,7 +136,7 @@ def compile_times(n: int = 512, repeats: int = 9) -> list:
     t = Target("llvm")
     out = []
     for r in range(repeats):
-        f = gemm_lowered(n - n % 6, n, n).with_(name=f"gemm{r}")  # distinct: no cache hit
+        f = gemm_lowered(n, n, n).with_(name=f"gemm{r}")  # distinct: no cache hit
         out.append(Compiled(f, t, runtime.default_runtime()).compile_seconds * 1e3)
     return out
 
@@ -157,7 +162,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--runtime", default=None)
-    p.add_argument("--mr", type=int, default=6)
+    p.add_argument("--mr", type=int, default=8)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--child", default=None)
     args = p.parse_args()

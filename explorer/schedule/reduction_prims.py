@@ -121,7 +121,7 @@ def rfactor(func, loop: str, factor_axis: int):
     new_src = substitute(src, red_bind)
     val = {"sum": lambda: acc + new_src, "max": lambda: Max(acc, new_src),
            "min": lambda: Min(acc, new_src)}[comb]()
-    rf_block = Block(namer(f"{b.name}_rf"),
+    rf_block = Block(rf_buf.name,
                      tuple(s_ivs) + (IterVar(vr, node.extent, "S"),) + tuple(r_ivs),
                      BufferStore(rf_buf, val, rf_idx),
                      BufferStore(rf_buf, b.init.value, rf_idx))

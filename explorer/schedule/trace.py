@@ -113,7 +113,10 @@ class Trace:
         lines = []
         for idx, ins in enumerate(self.insts):
             params = _params(getattr(Schedule, ins.kind))
-            args = [f"{p}={_py(self._enc(x, names))}" for p, x in zip(params, ins.inputs)]
+            if params == ["*"]:
+                args = [_py(self._enc(x, names)) for x in ins.inputs]
+            else:
+                args = [f"{p}={_py(self._enc(x, names))}" for p, x in zip(params, ins.inputs)]
             if idx in self.decisions:
                 args.append(f"decision={self.decisions[idx]!r}")
             call = f"sch.{ins.kind}({', '.join(args)})"
@@ -184,7 +187,12 @@ class Trace:
 
 
 def _params(method) -> list:
-    return [p for p in inspect.signature(method).parameters if p not in ("self", "decision")]
+    """Keyword names of a primitive's inputs; ["*"] for primitives taking *loops."""
+    ps = [p for p in inspect.signature(method).parameters.values()
+          if p.name not in ("self", "decision")]
+    if any(p.kind is p.VAR_POSITIONAL for p in ps):
+        return ["*"]
+    return [p.name for p in ps]
 
 
 def _py(x) -> str:
