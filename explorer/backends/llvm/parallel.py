@@ -35,7 +35,9 @@ def emit_parallel(sg, loop: For) -> None:
     nthreads = max(1, min(mod.target.num_cores, loop.extent))
     closure = _pack_closure(st, [st.bufs[n] for n in cap_bufs] + [st.vars[n] for n in cap_vars])
     b = st.builder
-    if mod.runtime == "gomp":
+    if nthreads == 1:  # one thread: no runtime call at all
+        b.call(task_fn, [closure, ir.Constant(I32, 0), ir.Constant(I32, 1)])
+    elif mod.runtime == "gomp":
         omp_fn = _omp_wrapper(mod, base, task_fn)
         gomp = mod.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
         b.call(gomp, [omp_fn, closure, ir.Constant(I32, nthreads), ir.Constant(I32, 0)])
