@@ -43,11 +43,17 @@ def _time(fn, repeats: int = 5) -> float:
     return float(np.median(out))
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="explorer demo", description=__doc__.splitlines()[0])
+def add_arguments(p) -> None:
     p.add_argument("--size", type=int, default=256, help="M = N = K (default 256)")
     p.add_argument("--target", default="llvm", help="llvm (default) or interp")
-    a = p.parse_args(argv)
+
+
+def main(args=None) -> int:
+    if args is None or isinstance(args, list):
+        p = argparse.ArgumentParser(prog="explorer demo", description=__doc__.splitlines()[0])
+        add_arguments(p)
+        args = p.parse_args(args)
+    a = args
     try:
         wl = ops.get("gemm", a.size, a.size, a.size)
         sch = tiled_gemm(wl)
@@ -68,4 +74,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

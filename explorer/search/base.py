@@ -1,0 +1,92 @@
+"""Search strategies behind one interface (MetaSchedule's SearchStrategy).
+
+A strategy proposes candidates each round and hears back how they measured:
+
+    strategy.pre_tuning(context)
+    while budget left:
+        batch = strategy.generate_candidates(n)   # list[Schedule]; [] when exhausted
+        results = measure(batch)
+        strategy.notify_results(batch, costs)     # seconds; inf for failures
+    strategy.post_tuning()
+
+The ``TuneContext`` carries what every strategy may use: the workload, the
+target, the design space, the cost model with its feature extractor, the
+database, and a seeded random generator.
+"""
+from __future__ import annotations
+
+import math
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class TuneContext:
+    workload: object
+    target: object
+    space: object
+    cost_model: object = None
+    database: object = None
+    seed: int = 0
+    rng: random.Random = field(default=None)
+    measured: set = field(default_factory=set)   # structural hashes of measured functions
+
+    def __post_init__(self):
+        if self.rng is None:
+            self.rng = random.Random(self.seed)
+
+    def features(self, schedules: list) -> list:
+        """Per-store feature matrices of the candidates (for the cost model)."""
+        from ..features import extract
+        from ..lower import lower
+        return [extract(lower(s), self.target) for s in schedules]
+
+    def predict(self, schedules: list) -> np.ndarray:
+        """Predicted scores (higher is better); random before the model knows anything."""
+        if not schedules:
+            return np.zeros(0)
+        if self.cost_model is None:
+            return np.array([self.rng.random() for _ in schedules])
+        return np.asarray(self.cost_model.predict(self.features(schedules)), dtype=float)
+
+
+def func_key(sch) -> int:
+    return hash(sch.func)
+
+
+class SearchStrategy(ABC):
+    """Proposes candidates; learns nothing itself (the cost model does)."""
+
+    name = "base"
+
+    def pre_tuning(self, context: TuneContext) -> None:
+        self.context = context
+
+    @abstractmethod
+    def generate_candidates(self, n: int) -> list:
+        """Up to ``n`` unmeasured schedules; [] when the space is exhausted."""
+
+    def notify_results(self, schedules: list, costs: list) -> None:
+        for s in schedules:
+            self.context.measured.add(func_key(s))
+
+    def post_tuning(self) -> None:
+        pass
+
+    def _fresh(self, schedules: list) -> list:
+        """Drop already-measured and duplicate functions, keeping order."""
+        seen = set(self.context.measured)
+        out = []
+        for s in schedules:
+            k = func_key(s)
+            if k not in seen:
+                seen.add(k)
+                out.append(s)
+        return out
+
+
+def is_finite(x: float) -> bool:
+    return x is not None and math.isfinite(x)

@@ -1,0 +1,121 @@
+"""Tune several operators of one model under one trial budget.
+
+``gradient`` allocation follows Ansor / MetaSchedule: after one warm-up round
+per task, the next round goes to the task whose weighted latency is expected
+to fall fastest — the gradient estimate combines the recent slope of its
+best-latency curve with the optimistic bound ``-latency / trials`` — with 5%
+random picks. ``round-robin`` visits the tasks in turn.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ExplorerError
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "data" / "suites"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    workload: object
+    weight: float = 1.0
+
+
+def load_suite(name_or_path) -> list:
+    """Tasks of a suite in data/suites (resnet18, bert_base, mlp) or a JSON file."""
+    from . import ops
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = SUITES_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        known = sorted(p.stem for p in SUITES_DIR.glob("*.json"))
+        raise ExplorerError(f"unknown suite {name_or_path!r}; known: {', '.join(known)} "
+                            "(or give a path to a suite JSON file)")
+    try:
+        data = json.loads(path.read_text())
+        return [Task(t.get("name", t["op"]), ops.get(t["op"], **t["params"]),
+                     float(t.get("weight", 1))) for t in data["tasks"]]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ExplorerError(f"suite file {path} is malformed ({e}); see data/suites/*.json "
+                            "for the format") from None
+
+
+class TaskScheduler:
+    """Splits ``trials`` over ``tasks`` (each a Task); one Tuner per task."""
+
+    def __init__(self, tasks: list, target="llvm", trials: int = 256, mode: str = "gradient",
+                 batch_size: int = 16, seed: int = 0, database=None, window: int = 3,
+                 eps: float = 0.05, **tuner_kw):
+        if mode not in ("gradient", "round-robin"):
+            raise ExplorerError(f"unknown task scheduling mode {mode!r}; use 'gradient' or "
+                                "'round-robin'")
+        if not tasks:
+            raise ExplorerError("TaskScheduler needs at least one task")
+        from .database import Database
+        from .measure import Measurer
+        from .tune import Tuner
+        self.tasks = tasks
+        self.mode = mode
+        self.window = window
+        self.eps = eps
+        self.rng = random.Random(seed)
+        db = database if database is None or isinstance(database, Database) \
+            else Database(database)
+        self.measurer = Measurer(target, tuner_kw.pop("config", None))
+        per_task = max(1, trials // len(tasks))
+        self.budget = trials
+        self.tuners = [Tuner(t.workload, target, trials=trials, database=db, seed=seed + i,
+                             batch_size=batch_size, measurer=self.measurer, **tuner_kw)
+                       for i, t in enumerate(tasks)]
+        self.per_task_hint = per_task
+        self.used = 0
+
+    def _latency(self, i: int) -> float:
+        b = self.tuners[i].state["best"]
+        return b.seconds if b is not None else float("inf")
+
+    def _gradient(self, i: int) -> float:
+        t = self.tuners[i]
+        h = t.history
+        if not h or h[-1] <= 0:
+            return -float("inf")
+        lat = [t.workload.flops / g / 1e9 if g else float("inf") for g in h]
+        n = len(lat)
+        back = (lat[-1] - lat[max(0, n - 1 - self.window * t.batch_size)]) / max(
+            1, min(n - 1, self.window * t.batch_size))
+        forward = -lat[-1] / n
+        return self.tasks[i].weight * min(back, forward)
+
+    def _pick(self, alive: list) -> int:
+        fresh = [i for i in alive if not self.tuners[i].history]
+        if fresh:
+            return fresh[0]
+        if self.mode == "round-robin" or self.rng.random() < self.eps:
+            return alive[self.used % len(alive)] if self.mode == "round-robin" \
+                else self.rng.choice(alive)
+        return min(alive, key=self._gradient)
+
+    def run(self) -> list:
+        """Tune until the budget is used; returns one TuneResult per task."""
+        for t in self.tuners:
+            t.begin()
+        try:
+            while self.used < self.budget:
+                alive = [i for i, t in enumerate(self.tuners) if t.active]
+                if not alive:
+                    break
+                i = self._pick(alive)
+                t = self.tuners[i]
+                before = t.state["trial"]
+                t.batch_size = min(t.batch_size, self.budget - self.used)
+                t.step()
+                self.used += t.state["trial"] - before
+                if t.state["trial"] == before:
+                    t.state["exhausted"] = True
+        finally:
+            self.measurer.close()
+        return [t.finish() for t in self.tuners]

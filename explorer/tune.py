@@ -1,0 +1,271 @@
+"""The tuner: rounds of sample -> predict -> measure -> update, for one workload.
+
+    result = Tuner(ops.get("gemm", 1024, 1024, 1024), "llvm", trials=64, seed=0,
+                   database="tuning_db").run()
+
+Every stage emits an event on ``tuner.events`` (see ``explorer.events``):
+widgets, logs and progress bars subscribe; the engine knows none of them.
+Every measured candidate, failed ones included, is appended to the database
+with its trace, so a run resumes where it stopped (the trial budget counts
+what the database already holds) and the best schedule replays exactly.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+from .backends.target import as_target
+from .database import Database, TuningRecord
+from .errors import ExplorerError
+from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, RoundStarted,
+                     TuningFinished, TuningStarted)
+from .schedule import Trace
+
+
+@dataclass
+class TuneResult:
+    workload: dict
+    target: str
+    trials: int
+    measured: int
+    failed: int
+    best_seconds: float | None
+    best_gflops: float | None
+    tuning_seconds: float
+    trace: dict | None
+    strategy: str = ""
+    seed: int = 0
+    history: list = field(default_factory=list)   # best GFLOP/s after each trial
+    rounds: list = field(default_factory=list)    # per-round model metrics
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def _cost_model(kind, seed: int):
+    if kind is None or not isinstance(kind, str):
+        return kind
+    from .cost_model import RandomModel, XGBCostModel
+    if kind == "xgb":
+        return XGBCostModel(seed=seed)
+    if kind == "random":
+        return RandomModel(seed=seed)
+    raise ExplorerError(f"unknown cost model {kind!r}; use 'xgb' or 'random'")
+
+
+class Tuner:
+    """Tunes one workload on one target; see the module docstring."""
+
+    def __init__(self, workload, target="llvm", trials: int = 64, strategy="evolutionary",
+                 cost_model="xgb", database=None, seed: int = 0, batch_size: int = 32,
+                 config=None, space=None, early_stopping: int | None = None,
+                 seed_expert: bool = True, measurer=None):
+        if not isinstance(trials, int) or trials < 1:
+            raise ExplorerError(f"trials must be a positive int, got {trials!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ExplorerError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.workload = workload
+        self.target = as_target(target)
+        self.trials = trials
+        self.seed = seed
+        self.batch_size = batch_size
+        self.early_stopping = early_stopping
+        self.events = EventBus()
+        self.database = (database if isinstance(database, Database) or database is None
+                         else Database(database))
+        if space is None:
+            from .space import DesignSpace
+            space = DesignSpace(workload, self.target)
+        self.space = space
+        from .search import TuneContext, make_strategy
+        self.strategy = make_strategy(strategy) if isinstance(strategy, str) else strategy
+        self.cost_model = _cost_model(cost_model, seed)
+        self.context = TuneContext(workload, self.target, space, self.cost_model,
+                                   self.database, seed)
+        if seed_expert and hasattr(self.strategy, "seeds"):
+            self.strategy.seeds = self._expert_seeds()
+        self.config = config
+        self._measurer = measurer
+
+    def _expert_seeds(self) -> list:
+        try:
+            from .expert import expert_trace
+            return [expert_trace(self.workload, self.target)]
+        except (ImportError, ExplorerError):
+            return []
+
+    # ------------------------------------------------------------ resume
+    def _resume(self) -> list:
+        """Records already in the database for this workload and target; the model
+        and the strategy learn from them before the first round."""
+        if self.database is None:
+            return []
+        self.database.commit_workload(self.workload)
+        done = self.database.records(self.workload, str(self.target))
+        scheds, costs = [], []
+        for rec in done:
+            sch = self.space.apply(Trace.from_json(rec.trace))
+            if sch is None:
+                continue
+            from .search.base import func_key
+            self.context.measured.add(func_key(sch))
+            scheds.append(sch)
+            costs.append(rec.seconds)
+        if scheds and self.cost_model is not None:
+            self.cost_model.update(self.context.features(scheds), costs)
+        return done
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> TuneResult:
+        """Tune until the trial budget is spent, the space is exhausted or early stopping."""
+        self.begin()
+        try:
+            while self.step():
+                pass
+        finally:
+            self.close()
+        return self.finish()
+
+    def begin(self) -> None:
+        """Emit TuningStarted, resume from the database, start the measurer."""
+        self._start = time.perf_counter()
+        wl, tgt = self.workload, str(self.target)
+        self.events.emit(TuningStarted(wl.key, tgt, self.trials, self.strategy.name, self.seed))
+        done = self._resume()
+        ok = [r for r in done if r.ok]
+        self.state = {"trial": len(done), "failed": len(done) - len(ok), "measured": 0,
+                      "best": min(ok, key=lambda r: r.seconds, default=None), "stale": 0,
+                      "round": 0, "exhausted": False}
+        self.history: list = []
+        self.rounds: list = []
+        self.strategy.pre_tuning(self.context)
+        self._own_measurer = self._measurer is None
+        self.measurer = self._measurer or self._make_measurer()
+
+    @property
+    def active(self) -> bool:
+        st = self.state
+        return (st["trial"] < self.trials and not st["exhausted"]
+                and not (self.early_stopping and st["stale"] >= self.early_stopping))
+
+    def step(self) -> bool:
+        """One round; False when there is nothing left to do."""
+        if not self.active:
+            return False
+        st = self.state
+        n = min(self.batch_size, self.trials - st["trial"])
+        self.events.emit(RoundStarted(self.workload.key, st["round"], n))
+        cands = self.strategy.generate_candidates(n)
+        if not cands:
+            st["exhausted"] = True
+            return False
+        self.rounds.append(self._round(st["round"], cands, self.measurer, st, self.history))
+        st["round"] += 1
+        return self.active
+
+    def close(self) -> None:
+        if getattr(self, "_own_measurer", False):
+            self.measurer.close()
+            self._own_measurer = False
+
+    def finish(self) -> TuneResult:
+        wl, st = self.workload, self.state
+        self.strategy.post_tuning()
+        b = st["best"]
+        result = TuneResult(
+            workload={"op": wl.name, "params": dict(wl.params), "dtype": wl.dtype,
+                      "key": wl.key},
+            target=str(self.target), trials=st["trial"], measured=st["measured"],
+            failed=st["failed"], best_seconds=b.seconds if b else None,
+            best_gflops=wl.flops / b.seconds / 1e9 if b else None,
+            tuning_seconds=time.perf_counter() - self._start, trace=b.trace if b else None,
+            strategy=self.strategy.name, seed=self.seed, history=self.history,
+            rounds=self.rounds)
+        self.events.emit(TuningFinished(wl.key, result.trials, result.measured, result.failed,
+                                        result.best_seconds, result.best_gflops,
+                                        result.tuning_seconds))
+        return result
+
+    def _make_measurer(self):
+        from .measure import Measurer
+        return Measurer(self.target, self.config)
+
+    def _round(self, rnd: int, cands: list, measurer, state: dict, history: list) -> dict:
+        wl, tgt = self.workload, str(self.target)
+        feats = self.context.features(cands) if self.cost_model is not None else None
+        preds = (list(self.cost_model.predict(feats)) if self.cost_model is not None
+                 else [None] * len(cands))
+        results = measurer.measure([measurer.input(s) for s in cands])
+        costs = []
+        improved = False
+        for sch, res, pred in zip(cands, results, preds):
+            trace = sch.trace.as_json()
+            secs = res.median_secs if res.ok else None
+            rec = TuningRecord(
+                workload=wl.key, target=tgt, trace=trace,
+                run_secs=tuple(res.run_secs) if res.ok else None,
+                error=None if res.ok else f"{res.error_kind}: {res.error}",
+                feature_version=_feature_version(), strategy=self.strategy.name, round=rnd,
+                trial=state["trial"], seed=self.seed,
+                predicted=None if pred is None else float(pred), build_secs=res.build_secs)
+            if self.database is not None:
+                self.database.commit_record(rec)
+            gflops = wl.flops / secs / 1e9 if secs else None
+            self.events.emit(CandidateMeasured(wl.key, rnd, state["trial"], trace, secs, gflops,
+                                               rec.error, rec.predicted))
+            state["trial"] += 1
+            state["measured"] += 1
+            state["failed"] += not res.ok
+            costs.append(secs if secs else math.inf)
+            if res.ok and (state["best"] is None or secs < state["best"].seconds):
+                state["best"] = rec
+                improved = True
+                self.events.emit(NewBest(wl.key, rec.trial, secs, gflops, trace))
+            b = state["best"]
+            history.append(wl.flops / b.seconds / 1e9 if b else 0.0)
+        state["stale"] = 0 if improved else state["stale"] + 1
+        metrics = _model_metrics(preds, costs)
+        if self.cost_model is not None:
+            self.cost_model.update(feats, costs)
+        self.strategy.notify_results(cands, costs)
+        self.events.emit(ModelUpdated(wl.key, rnd, len(self.database.records(wl, tgt))
+                                      if self.database is not None else state["trial"],
+                                      metrics["rank_accuracy"], metrics["top_k_recall"],
+                                      _importance(self.cost_model)))
+        return {"round": rnd, **metrics}
+
+
+def _feature_version() -> int:
+    try:
+        from .features import FEATURE_VERSION
+        return FEATURE_VERSION
+    except ImportError:
+        return 0
+
+
+def _model_metrics(preds: list, costs: list) -> dict:
+    pairs = [(p, c) for p, c in zip(preds, costs) if p is not None and math.isfinite(c)]
+    if len(pairs) < 2:
+        return {"rank_accuracy": None, "top_k_recall": None}
+    from .cost_model.metrics import pairwise_rank_accuracy, top_k_recall
+    p = [x for x, _ in pairs]
+    c = [y for _, y in pairs]
+    k = max(1, min(8, len(pairs) // 4))
+    return {"rank_accuracy": float(pairwise_rank_accuracy(p, c)),
+            "top_k_recall": float(top_k_recall(p, c, k))}
+
+
+def _importance(model) -> tuple:
+    fn = getattr(model, "feature_importance", None)
+    if fn is None:
+        return ()
+    try:
+        return tuple(fn())[:20]
+    except ExplorerError:
+        return ()
+
+
+def tune(workload, target="llvm", trials: int = 64, **kw) -> TuneResult:
+    """Tune ``workload`` and return the result (see ``Tuner`` for the options)."""
+    return Tuner(workload, target, trials, **kw).run()
