@@ -1,0 +1,134 @@
+"""The runner: checks and times candidates, one at a time, in the pool's workers.
+
+Candidates run one after another (timing two at once on a 2-core machine would
+measure the contention), each in the worker that built it, or rebuilt in a
+worker from its trace when there is no live artifact. The job reports its
+stages (built, running, first run checked) and each stage has a deadline:
+``build_timeout`` until running; until the first run ends, the cutoff kill time
+when a cutoff applies, else ``run_timeout``; then what is left of ``run_timeout``.
+A worker that crashes or overruns is replaced and the candidate gets a failed
+``MeasureResult``; the caller carries on.
+
+Cutoff: the runner remembers the best median per (workload, target) it has
+measured; with ``config.cutoff_factor`` set, a later candidate whose first run
+exceeds ``cutoff_factor`` x that best (and ``min_cutoff_secs``) is reported as
+``cutoff`` right after that run instead of being timed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from .config import RunConfig
+from .pool import WorkerDied, WorkerPool, WorkerTimeout
+from .result import BuildResult, MeasureInput, MeasureResult
+
+
+def workload_target_key(inp: MeasureInput) -> tuple:
+    return (inp.op, inp.params, inp.dtype, inp.target)
+
+
+class LocalRunner:
+    """Runs ``MeasureInput``s on ``pool``'s workers with ``config``."""
+
+    def __init__(self, pool: WorkerPool, config: RunConfig | None = None):
+        self.pool = pool
+        self.config = config or RunConfig()
+        self.best_secs: dict = {}
+
+    def cutoff_for(self, inp: MeasureInput) -> float | None:
+        """The cutoff this runner would apply to ``inp`` now (None: none)."""
+        cfg = self.config
+        best = self.best_secs.get(workload_target_key(inp))
+        if cfg.cutoff_factor is None or best is None:
+            return None
+        return max(cfg.cutoff_factor * best, cfg.min_cutoff_secs)
+
+    def run(self, inputs: list, builds: list | None = None,
+            cutoff_secs: float | None = None) -> list:
+        """One ``MeasureResult`` per input, in order. ``builds`` are the builder's
+        results for the same inputs (failed builds are not run); ``cutoff_secs``
+        overrides the automatic cutoff for all of them."""
+        builds = list(builds) if builds is not None else [None] * len(inputs)
+        return [self.run_one(inp, b, cutoff_secs) for inp, b in zip(inputs, builds)]
+
+    def run_one(self, inp: MeasureInput, build: BuildResult | None = None,
+                cutoff_secs: float | None = None) -> MeasureResult:
+        if build is not None and not build.ok:
+            return MeasureResult.failed(inp, build.error_kind, build.error)
+        cutoff = cutoff_secs if cutoff_secs is not None else self.cutoff_for(inp)
+        w, artifact = self._place(build)
+        start = time.monotonic()
+        result = self._call(w, inp, artifact, cutoff)
+        changes = {"wall_secs": time.monotonic() - start}
+        if build is not None and result.build_secs is None:
+            changes.update(build_secs=build.build_secs, compile_secs=build.compile_secs)
+        result = replace(result, **changes)
+        if result.ok:
+            key = workload_target_key(inp)
+            self.best_secs[key] = min(self.best_secs.get(key, float("inf")), result.median_secs)
+        return result
+
+    def _place(self, build: BuildResult | None) -> tuple:
+        if build is not None and build.worker is not None and build.worker < len(self.pool):
+            w = self.pool[build.worker]
+            if w.generation == build.generation:
+                return w, build.artifact
+        return self.pool[0], None
+
+    def _call(self, w, inp: MeasureInput, artifact, cutoff) -> MeasureResult:
+        cfg = self.config
+        payload = {"input": inp.as_json(), "artifact": artifact, "config": cfg.as_json(),
+                   "cutoff_secs": cutoff}
+        kill = min(cfg.run_timeout, max(cfg.kill_factor * cutoff, cfg.min_kill_secs)) \
+            if cutoff is not None else cfg.run_timeout
+        marks: dict = {}
+
+        def timeout(phase, msg):
+            marks[phase] = time.monotonic()
+            if phase in (None, "built"):
+                return cfg.build_timeout
+            if phase == "running":
+                return kill
+            return max(0.1, cfg.run_timeout - (marks[phase] - marks["running"]))
+        try:
+            msg = w.call("run", payload, timeout)
+        except WorkerTimeout as e:
+            w.restart()
+            return _timeout_result(inp, e.phase, artifact, cutoff, kill, cfg)
+        except WorkerDied as e:
+            w.restart()
+            if e.at_start:
+                return MeasureResult.failed(inp, "internal", str(e))
+            kind = "build_crash" if e.phase is None and artifact is None else "crash"
+            stage = "building" if kind == "build_crash" else "running the kernel"
+            return MeasureResult.failed(inp, kind, f"the worker crashed while {stage}: {e}")
+        return result_from_message(inp, msg)
+
+
+def _timeout_result(inp, phase, artifact, cutoff, kill, cfg) -> MeasureResult:
+    if phase is None and artifact is None:
+        return MeasureResult.failed(inp, "build_timeout", f"the build did not finish within "
+                                    f"{cfg.build_timeout:g} s (build_timeout); worker restarted")
+    if phase == "running" and cutoff is not None and kill < cfg.run_timeout:
+        return MeasureResult.failed(inp, "cutoff", f"the first run did not finish within "
+                                    f"{kill:.3g} s ({cfg.kill_factor:g} x the cutoff "
+                                    f"{cutoff:.3g} s); worker restarted", first_run_secs=None)
+    if phase in (None, "built"):
+        return MeasureResult.failed(inp, "timeout", "preparing the reference inputs and outputs "
+                                    f"took more than {cfg.build_timeout:g} s; worker restarted")
+    return MeasureResult.failed(inp, "timeout", f"the kernel did not finish within "
+                                f"{cfg.run_timeout:g} s (run_timeout); worker restarted")
+
+
+def result_from_message(inp: MeasureInput | None, msg: dict) -> MeasureResult:
+    """The MeasureResult of a worker's ``done`` message for a run or baseline job."""
+    if "error" in msg:
+        return MeasureResult.failed(inp, msg.get("error_kind", "internal"), msg["error"])
+    r = dict(msg["result"])
+    keep = ("first_run_secs", "build_secs", "compile_secs", "max_abs_error", "flops", "number")
+    kw = {k: r[k] for k in keep if r.get(k) is not None}
+    if "error" in r:
+        return MeasureResult.failed(inp, r["error_kind"], r["error"], **kw)
+    return MeasureResult(inp, tuple(r["run_secs"]), **kw)
+

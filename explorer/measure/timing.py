@@ -1,0 +1,123 @@
+"""Timing a zero-argument call: warm-up, repeats of enough calls, optional cache flush."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+
+WARM_SECS = 0.05
+
+
+def fast_call(kernel, args: list):
+    """A zero-argument callable that runs ``kernel`` on ``args``.
+
+    Arguments are checked once here rather than on every timed call: a
+    ``Kernel`` validates shapes, dtypes and layout in Python, which would add
+    microseconds to the time of small kernels.
+    """
+    bind = getattr(kernel, "bind", None)
+    if bind is not None:
+        return bind(*args)
+    check = getattr(kernel, "check_args", None)
+    run = getattr(kernel, "_run", None)
+    if check is None or run is None:
+        return lambda: kernel(*args)
+    arrays = check(args)
+    return lambda: run(arrays)
+
+
+def timed(call) -> float:
+    t0 = time.perf_counter()
+    call()
+    return time.perf_counter() - t0
+
+
+class CacheFlusher:
+    """Writes over a buffer larger than the last-level cache (capped at ``cap`` bytes)."""
+
+    def __init__(self, llc_bytes: int, cap: int = 64 * 2 ** 20):
+        n = min(max(2 * llc_bytes, 8 * 2 ** 20), cap) // 8
+        self.buf = np.zeros(n, dtype=np.float64)
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+        self.buf.fill(self.count)
+
+
+def plan(first_secs: float, cfg, budget_secs: float) -> tuple:
+    """(repeats, number) for a kernel whose call takes about ``first_secs``, fitting
+    ``budget_secs`` (fewer repeats, then fewer calls, down to (0, 0): no more runs)."""
+    if cfg.repeats == 0:
+        return 0, 0
+    est = max(first_secs, 1e-7)
+    number = max(cfg.number, math.ceil(cfg.min_repeat_secs / est))
+    repeats = cfg.repeats
+    while repeats > 1 and repeats * number * est > budget_secs:
+        repeats -= 1
+    while number > 1 and repeats * number * est > budget_secs:
+        number = max(1, number // 2)
+    if repeats * number * est > budget_secs:
+        return 0, 0
+    return repeats, number
+
+
+def calibrate(call, first_secs: float, cfg) -> float:
+    """Seconds per call of a kernel faster than ``min_repeat_secs``: after ``warmup``
+    calls, batches of 1, 4, 16... calls until one lasts a tenth of a repeat; the
+    mean call of that batch (one cold first call is a poor estimate, and the
+    fastest call an optimistic one on a busy machine)."""
+    for _ in range(cfg.warmup):
+        timed(call)
+    n, spent = 1, 0.0
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        spent = time.perf_counter() - t0
+        if spent >= 0.1 * cfg.min_repeat_secs or n >= 1 << 20:
+            return spent / n
+        n *= 4
+
+
+def timed_repeat(call, number: int, limit_secs: float) -> float:
+    """Mean seconds per call over ``number`` calls, or over the calls made before
+    ``limit_secs`` ran out (a busy machine can make calls far slower than planned)."""
+    t0 = time.perf_counter()
+    deadline = t0 + limit_secs
+    for done in range(1, number + 1):
+        call()
+        if done & 7 == 0 and time.perf_counter() > deadline:
+            break
+    return (time.perf_counter() - t0) / done
+
+
+def time_repeats(call, first_secs: float, cfg, budget_secs: float, flush=None) -> tuple:
+    """Warm up, then time repeats; returns (seconds per call of each repeat, calls per repeat).
+
+    A kernel whose first call took over ``WARM_SECS`` and ``10 x min_repeat_secs``
+    is taken as warm after it and not called again before timing (a cold first
+    call of a fast kernel may be slow: thread start-up, page faults). Repeats
+    stop early when they overrun the budget (at least one is kept). With no room
+    in the budget (or ``cfg.repeats == 0``) the first run is the only sample.
+    """
+    start = time.perf_counter()
+    est = first_secs
+    if cfg.repeats and first_secs < max(WARM_SECS, 10 * cfg.min_repeat_secs):
+        est = calibrate(call, first_secs, cfg)
+    left = budget_secs - (time.perf_counter() - start)
+    repeats, number = plan(est, cfg, left)
+    if repeats == 0:
+        return [first_secs], 1
+    samples = []
+    end = time.perf_counter() + left
+    per_repeat = min(left / repeats, max(10 * number * est, 0.1))
+    for _ in range(repeats):
+        if flush is not None:
+            flush()
+        samples.append(timed_repeat(call, number, per_repeat))
+        if time.perf_counter() > end:
+            break
+    return samples, number

@@ -1,0 +1,84 @@
+"""The ``explorer`` command line: help, subcommand table, and usage errors with exit 2."""
+import subprocess
+import sys
+
+import pytest
+
+from explorer import cli
+
+
+def run_cli(*argv):
+    return subprocess.run([sys.executable, "-m", "explorer.cli", *argv], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_help_lists_the_subcommands(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: explorer" in out and "bench" in out
+
+
+def test_bench_help_documents_the_options(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--cases", "--repeats", "--threads", "--quick", "--json", "--target"):
+        assert option in out
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert cli.main([]) == 2
+    assert "usage: explorer" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--cases", "gemm-9"], "unknown bench case 'gemm-9'"),
+    (["bench", "--cases", "nosuchop:1,2"], "unknown operator 'nosuchop'"),
+    (["bench", "--cases", "conv2d:1,2,3"], "conv2d takes 7 shape values"),
+    (["bench", "--threads", "0"], "--threads must be at least 1"),
+    (["bench", "--target", "tpu"], "unknown target 'tpu'"),
+])
+def test_usage_errors_exit_2_with_what_to_fix(capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: explorer bench" in err and message in err
+
+
+def test_unknown_subcommand_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["frobnicate"])
+    assert e.value.code == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+def test_module_entry_point_maps_usage_errors_to_exit_2():
+    proc = run_cli("bench", "--cases", "gemm:1")
+    assert proc.returncode == 2
+    assert "gemm takes 3 shape values" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_list_names_cases_and_groups():
+    proc = run_cli("bench", "--list")
+    assert proc.returncode == 0
+    assert "conv-C12" in proc.stdout and "default" in proc.stdout
+
+
+def test_subcommand_table_has_room_for_more():
+    assert set(cli.SUBCOMMANDS) >= {"bench"}
+    for module, help_text in cli.SUBCOMMANDS.values():
+        assert module.startswith("explorer.") and help_text
+
+
+def test_console_script_runs_when_installed():
+    import shutil
+    exe = shutil.which("explorer")
+    if exe is None:
+        pytest.skip("the package is not installed (pip install -e .)")
+    proc = subprocess.run([exe, "bench", "--cases", "gemm-9"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "unknown bench case 'gemm-9'" in proc.stderr

@@ -1,0 +1,148 @@
+"""The tuner end to end on the CPU: events, database, reproducibility, resume after
+SIGKILL, and a wrong kernel that must never become the best."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from explorer import Schedule, Trace, build, ops
+from explorer.database import Database
+from explorer.events import (CandidateMeasured, ModelUpdated, NewBest, RoundStarted,
+                             TuningFinished, TuningStarted)
+from explorer.measure import Measurer
+from explorer.space import DesignSpace, ScheduleRule
+from explorer.tune import Tuner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _check_records(db, wl, target):
+    """Every correct record replays exactly and equals numpy on the interpreter."""
+    recs = db.records(wl, target)
+    for r in recs:
+        if not r.ok:
+            continue
+        sch = Trace.from_json(r.trace).apply_to(Schedule(wl))
+        args = wl.make_args(5)
+        build(sch, "interp")(*args)
+        wl.check(args)
+    return recs
+
+
+def test_tune_events_database_and_checked_records(tmp_path):
+    wl = ops.get("gemm", 32, 32, 32)
+    t = Tuner(wl, "llvm", trials=12, batch_size=6, database=tmp_path / "db", seed=0)
+    events = []
+    t.events.subscribe(events.append)
+    res = t.run()
+    kinds = [type(e) for e in events]
+    assert kinds[0] is TuningStarted and kinds[-1] is TuningFinished
+    assert kinds.count(RoundStarted) == 2 and kinds.count(ModelUpdated) == 2
+    assert kinds.count(CandidateMeasured) == 12 and NewBest in kinds
+    assert res.trials == 12 and res.measured == 12 and res.best_gflops > 0
+    assert len(res.history) == 12 and res.history == sorted(res.history)
+    db = Database(tmp_path / "db")
+    recs = _check_records(db, wl, str(t.target))
+    assert len(recs) == 12
+    best = db.best(wl, str(t.target))[0]
+    assert best.seconds == pytest.approx(res.best_seconds)
+    assert best.trace == res.trace
+    # the best replays exactly to what was measured
+    again = db.best_schedule(wl, str(t.target))
+    assert again.func == Trace.from_json(res.trace).apply_to(Schedule(wl)).func
+
+
+def _first_round(seed, tmp):
+    wl = ops.get("gemm", 32, 32, 32)
+    t = Tuner(wl, "llvm", trials=6, batch_size=6, database=tmp, seed=seed)
+    got = []
+    t.events.subscribe(lambda e: got.append(json.dumps(e.trace, sort_keys=True))
+                       if isinstance(e, CandidateMeasured) else None)
+    t.run()
+    return got
+
+
+def test_same_seed_same_first_round(tmp_path):
+    a = _first_round(3, tmp_path / "a")
+    b = _first_round(3, tmp_path / "b")
+    c = _first_round(4, tmp_path / "c")
+    assert a == b and len(a) == 6
+    assert a != c
+
+
+def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
+    db = tmp_path / "db"
+    cmd = [sys.executable, "-m", "explorer.cli", "tune", "--op", "gemm", "--shape",
+           "32,32,32", "--trials", "20", "--batch-size", "4", "--db", str(db), "--no-numpy",
+           "--quiet", "--seed", "1"]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    recs = db / "records.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if recs.exists() and recs.read_text().count("\n") >= 6:
+            break
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGKILL)  # the tuner and its measurement workers
+    p.wait()
+    killed_at = recs.read_text().count("\n")
+    assert 6 <= killed_at < 20
+    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    d = Database(db)
+    keys = [r.trace_key for r in d.records()]
+    assert len(keys) == 20 and len(set(keys)) == 20
+    assert sorted(r.trial for r in d.records()) == list(range(20))
+    _check_records(d, ops.get("gemm", 32, 32, 32), d.records()[0].target)
+
+
+class BreakResult(ScheduleRule):
+    """Test only: half the samples carry a marker the measurer turns into a wrong result."""
+
+    def apply(self, sch, block):
+        if sch.get(block) != "C":
+            return [sch]
+        v = sch.sample_categorical([0, 1], [0.5, 0.5])
+        sch.annotate(block, "test.break_result", v)
+        return [sch]
+
+
+class MarkingMeasurer(Measurer):
+    def input(self, sch, fault=None):
+        broken = "annotate('test.break_result', 1)" in sch.script()
+        return super().input(sch, fault="wrong" if broken else None)
+
+
+def test_wrong_kernel_never_becomes_best(tmp_path):
+    wl = ops.get("gemm", 32, 32, 32)
+    space = DesignSpace(wl, "llvm").add_rule(BreakResult())
+    with MarkingMeasurer("llvm") as m:
+        t = Tuner(wl, "llvm", trials=16, batch_size=8, database=tmp_path / "db", seed=2,
+                  space=space, measurer=m, seed_expert=False)
+        res = t.run()
+    recs = Database(tmp_path / "db").records()
+    broken = [r for r in recs if "test.break_result" in json.dumps(r.trace)
+              and _marked(r.trace)]
+    assert broken, "the test rule never produced a broken candidate"
+    assert all(not r.ok and r.error.startswith("wrong") for r in broken)
+    assert not _marked(res.trace)
+
+
+def _marked(trace) -> bool:
+    sch = Trace.from_json(trace).apply_to(Schedule(ops.get("gemm", 32, 32, 32)))
+    return "annotate('test.break_result', 1)" in sch.script()
+
+
+@pytest.mark.parametrize("strategy", ["replay", "annealing"])
+def test_other_strategies_run(tmp_path, strategy):
+    wl = ops.get("gemm", 32, 32, 32)
+    res = Tuner(wl, "llvm", trials=8, batch_size=4, strategy=strategy, seed=0,
+                database=tmp_path / "db").run()
+    assert res.measured == 8 and res.best_gflops > 0
+    _check_records(Database(tmp_path / "db"), wl, res.target)
