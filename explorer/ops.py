@@ -87,12 +87,13 @@ class Workload:
         """``(rtol, atol)`` used by :meth:`check` when none are given (see ``_tolerance``)."""
         return _IMPLS[self.name].tolerance(self._kw(), self.dtype)
 
-    def check(self, args, rtol=None, atol=None) -> float:
+    def check(self, args, rtol=None, atol=None, expected=None) -> float:
         """Compare the outputs in ``args`` (the full parameter list) with the reference.
 
         An element passes when ``|got - want| <= atol + rtol * |want|``. Returns
         the largest absolute error; raises MeasureError naming the output, the
-        error and where it is when any element fails.
+        error and where it is when any element fails. ``expected``: reference
+        outputs computed before (they are recomputed otherwise).
         """
         args = list(args)
         params = self.func.params
@@ -104,8 +105,8 @@ class Workload:
         rtol = d_rtol if rtol is None else rtol
         atol = d_atol if atol is None else atol
         n_in = len(self.inputs)
-        refs = self.reference(*args[:n_in])
-        return max(_compare(self.key, name, got, want, rtol, atol)
+        refs = self.reference(*args[:n_in]) if expected is None else expected
+        return max(compare_arrays(self.key, name, got, want, rtol, atol)
                    for name, got, want in zip(self.outputs, args[n_in:], refs))
 
     def _kw(self) -> dict:
@@ -125,22 +126,31 @@ def _checked_array(key: str, buf, a) -> np.ndarray:
     return a
 
 
-def _compare(key, name, got, want, rtol, atol) -> float:
+def compare_arrays(key: str, name: str, got, want, rtol: float, atol: float,
+                   sentinel=None) -> float:
+    """``|got - want| <= atol + rtol * |want|`` elementwise, NaN never equal; returns the
+    largest absolute error or raises MeasureError saying where and by how much.
+    ``sentinel``: the value unwritten outputs were filled with (NaN always counts)."""
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        raise MeasureError(f"{key}: output {name} has shape {got.shape}, expected {want.shape}")
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
     with np.errstate(invalid="ignore"):
         diff = np.where(got64 == want64, 0.0, np.abs(got64 - want64))
     diff = np.where(np.isnan(diff), np.inf, diff)
-    scale = np.where(np.isfinite(want64), np.abs(want64), 0.0)
-    bad = diff > atol + rtol * scale
-    if bad.any():
-        where = np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))), diff.shape)
-        where = tuple(int(i) for i in where)
-        raise MeasureError(
-            f"{key}: output {name} is wrong: max abs error {float(diff[bad].max()):.3g} at "
-            f"index {where} (got {got[where].item()!r}, expected {want[where].item()!r}); "
-            f"{int(bad.sum())} of {bad.size} elements exceed atol={atol:.3g} + "
-            f"rtol={rtol:.3g} * |expected|")
-    return float(diff.max()) if diff.size else 0.0
+    bad = diff > atol + rtol * np.where(np.isfinite(want64), np.abs(want64), 0.0)
+    if not bad.any():
+        return float(diff.max()) if diff.size else 0.0
+    where = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))),
+                                                   diff.shape))
+    g = got[where]
+    unwritten = (" (never written: still the NaN/sentinel it was filled with)"
+                 if sentinel is not None and (g != g or g == sentinel) else "")
+    raise MeasureError(
+        f"{key}: output {name} is wrong: max abs error {float(diff[bad].max()):.3g} at index "
+        f"{where} (got {g.item()!r}{unwritten}, expected {want[where].item()!r}); "
+        f"{int(bad.sum())} of {bad.size} elements exceed atol={atol:.3g} + rtol={rtol:.3g} * "
+        f"|expected|")
 
 
 def _sum_tolerance(length: int, dtype: str) -> tuple:

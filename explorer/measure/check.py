@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..errors import MeasureError
+from .. import ops
 
 _INT_SENTINEL = -(2 ** 31) + 7
 
@@ -57,28 +57,8 @@ class Reference:
 
 
 def compare_arrays(key: str, name: str, got, want, rtol: float, atol: float) -> float:
-    """``|got - want| <= atol + rtol * |want|`` elementwise, NaN never equal; returns the
-    largest absolute error or raises MeasureError saying where and by how much."""
-    got = np.asarray(got)
-    if got.shape != want.shape:
-        raise MeasureError(f"{key}: output {name} has shape {got.shape}, expected {want.shape}")
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(got64 - want64)
-    diff = np.where(got64 == want64, 0.0, diff)
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    bad = diff > atol + rtol * np.where(np.isfinite(want64), np.abs(want64), 0.0)
-    if not bad.any():
-        return float(diff.max()) if diff.size else 0.0
-    where = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))),
-                                                   diff.shape))
-    unwritten = (" (never written: still the NaN/sentinel it was filled with)"
-                 if got[where] != got[where] or got[where] == _INT_SENTINEL else "")
-    raise MeasureError(
-        f"{key}: output {name} is wrong: max abs error {float(diff[bad].max()):.3g} at index "
-        f"{where} (got {got[where].item()!r}{unwritten}, expected {want[where].item()!r}); "
-        f"{int(bad.sum())} of {bad.size} elements exceed atol={atol:.3g} + rtol={rtol:.3g} * "
-        f"|expected|")
+    """``ops.compare_arrays`` that knows the integer sentinel of unwritten outputs."""
+    return ops.compare_arrays(key, name, got, want, rtol, atol, sentinel=_INT_SENTINEL)
 
 
 class ReferenceCache:
