@@ -262,9 +262,9 @@ class ExplorerState:
         try:
             outs = step(entry.schedule, res)
         except ExplorerError as e:
-            return self._fail(primitive, str(e))
+            return self.report_error(primitive, str(e))
         except Exception as e:  # an engine bug must not lose the user's schedule
-            return self._fail(primitive, f"internal error ({type(e).__name__}): {e}")
+            return self.report_error(primitive, f"internal error ({type(e).__name__}): {e}")
         outs = [] if outs is None else outs if isinstance(outs, list) else [outs]
         res.remember(outs)
         if select_output and outs:
@@ -276,7 +276,8 @@ class ExplorerState:
         self._commit(entry)
         return True
 
-    def _fail(self, primitive: str, message: str) -> bool:
+    def report_error(self, primitive: str, message: str) -> bool:
+        """Show ``message`` next to the control of ``primitive`` (e.g. a typo in a field)."""
         self.error = ErrorInfo(primitive, message)
         self._notify("error")
         return False
@@ -287,75 +288,75 @@ class ExplorerState:
         return value
 
     # ------------------------------------------------------------ primitives
-    def split(self, factors: list, loop: str | None = None) -> bool:
-        name = loop or self.selected_loop
+    # Same names and argument order as Schedule's; loops and blocks by name,
+    # None meaning the selected one.
+    def _loop_name(self, loop, prim: str) -> str:
+        return self._need(loop or self.selected_loop, "loop", prim)
+
+    def _block_name(self, block, prim: str) -> str:
+        return self._need(block or self.selected_block, "block", prim)
+
+    def split(self, loop: str | None, factors: list) -> bool:
         return self.apply("split", lambda s, r: s.split(
-            r.loop(self._need(name, "loop", "split")), list(factors)))
+            r.loop(self._loop_name(loop, "split")), list(factors)))
 
     def tile(self, loops: list, factors: list) -> bool:
         return self.apply("tile", lambda s, r: s.tile([r.loop(n) for n in loops], list(factors)))
 
-    def reorder(self, loops: list) -> bool:
-        return self.apply("reorder", lambda s, r: s.reorder(*[r.loop(n) for n in loops]))
+    def reorder(self, *loops: str) -> bool:
+        names = _flat(loops)
+        return self.apply("reorder", lambda s, r: s.reorder(*[r.loop(n) for n in names]),
+                          select_output=False)
 
-    def fuse(self, loops: list) -> bool:
-        return self.apply("fuse", lambda s, r: s.fuse(*[r.loop(n) for n in loops]))
+    def fuse(self, *loops: str) -> bool:
+        names = _flat(loops)
+        return self.apply("fuse", lambda s, r: s.fuse(*[r.loop(n) for n in names]))
 
-    def _loop_kind(self, prim: str, loop: str | None) -> bool:
-        name = loop or self.selected_loop
+    def _set_kind(self, prim: str, loop) -> bool:
         return self.apply(prim, lambda s, r: getattr(s, prim)(
-            r.loop(self._need(name, "loop", prim))), select_output=False)
+            r.loop(self._loop_name(loop, prim))), select_output=False)
 
     def parallel(self, loop: str | None = None) -> bool:
-        return self._loop_kind("parallel", loop)
+        return self._set_kind("parallel", loop)
 
     def vectorize(self, loop: str | None = None) -> bool:
-        return self._loop_kind("vectorize", loop)
+        return self._set_kind("vectorize", loop)
 
     def unroll(self, loop: str | None = None) -> bool:
-        return self._loop_kind("unroll", loop)
+        return self._set_kind("unroll", loop)
 
-    def bind(self, thread_axis: str, loop: str | None = None) -> bool:
-        name = loop or self.selected_loop
+    def bind(self, loop: str | None, thread_axis: str) -> bool:
         return self.apply("bind", lambda s, r: s.bind(
-            r.loop(self._need(name, "loop", "bind")), thread_axis))
+            r.loop(self._loop_name(loop, "bind")), thread_axis), select_output=False)
 
-    def cache_read(self, read_index: int, scope: str, block: str | None = None) -> bool:
-        name = block or self.selected_block
+    def cache_read(self, block: str | None, read_index: int, scope: str) -> bool:
         return self.apply("cache_read", lambda s, r: s.cache_read(
-            r.block(self._need(name, "block", "cache_read")), read_index, scope))
+            r.block(self._block_name(block, "cache_read")), read_index, scope))
 
-    def cache_write(self, scope: str, block: str | None = None, write_index: int = 0) -> bool:
-        name = block or self.selected_block
+    def cache_write(self, block: str | None, write_index: int, scope: str) -> bool:
         return self.apply("cache_write", lambda s, r: s.cache_write(
-            r.block(self._need(name, "block", "cache_write")), write_index, scope))
+            r.block(self._block_name(block, "cache_write")), write_index, scope))
 
-    def compute_at(self, loop: str, block: str | None = None) -> bool:
-        name = block or self.selected_block
+    def compute_at(self, block: str | None, loop: str) -> bool:
         return self.apply("compute_at", lambda s, r: s.compute_at(
-            r.block(self._need(name, "block", "compute_at")), r.loop(loop)),
-            select_output=False)
+            r.block(self._block_name(block, "compute_at")), r.loop(loop)), select_output=False)
 
-    def reverse_compute_at(self, loop: str, block: str | None = None) -> bool:
-        name = block or self.selected_block
+    def reverse_compute_at(self, block: str | None, loop: str) -> bool:
         return self.apply("reverse_compute_at", lambda s, r: s.reverse_compute_at(
-            r.block(self._need(name, "block", "reverse_compute_at")), r.loop(loop)),
+            r.block(self._block_name(block, "reverse_compute_at")), r.loop(loop)),
             select_output=False)
 
     def compute_inline(self, block: str | None = None) -> bool:
-        name = block or self.selected_block
         return self.apply("compute_inline", lambda s, r: s.compute_inline(
-            r.block(self._need(name, "block", "compute_inline"))))
+            r.block(self._block_name(block, "compute_inline"))))
 
     def reverse_compute_inline(self, block: str | None = None) -> bool:
-        name = block or self.selected_block
         return self.apply("reverse_compute_inline", lambda s, r: s.reverse_compute_inline(
-            r.block(self._need(name, "block", "reverse_compute_inline"))))
+            r.block(self._block_name(block, "reverse_compute_inline"))))
 
-    def decompose_reduction(self, loop: str, block: str | None = None) -> bool:
-        name = block or self.selected_block
+    def decompose_reduction(self, block: str | None, loop: str) -> bool:
         return self.apply("decompose_reduction", lambda s, r: s.decompose_reduction(
-            r.block(self._need(name, "block", "decompose_reduction")), r.loop(loop)))
+            r.block(self._block_name(block, "decompose_reduction")), r.loop(loop)))
 
     # ------------------------------------------------------------ running
     def run(self) -> RunResult:
@@ -364,3 +365,10 @@ class ExplorerState:
         self.run_is_current = True
         self._notify("run")
         return self.last_run
+
+
+def _flat(loops) -> list:
+    out: list = []
+    for x in loops:
+        out.extend(x if isinstance(x, (list, tuple)) else [x])
+    return out

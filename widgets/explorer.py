@@ -1,0 +1,245 @@
+"""ScheduleExplorer: apply schedule primitives by hand, see the loop nest change, run it.
+
+    ex = ScheduleExplorer(ops.gemm(128, 128, 128), target="llvm")
+    ex                                   # the widget (in a notebook)
+    ex.split("i", [None, 8])             # the same steps from code...
+    ex.panel.buttons["vectorize"].click()  # ...or through the controls
+    ex.run().summary()
+
+Thin wiring only: state and logic live in :class:`widgets._state.ExplorerState`,
+pictures in :mod:`widgets.plots`.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import html
+
+import ipywidgets as w
+
+from . import plots
+from ._live import LiveFigure
+from ._state import ExplorerState
+from .code_view import CodeView
+from .loop_tree import LoopTreeView
+from .primitive_panel import PrimitivePanel
+from .trace_view import TraceView
+
+STEPS = ("split", "tile", "reorder", "fuse", "parallel", "vectorize", "unroll", "bind",
+         "cache_read", "cache_write", "compute_at", "reverse_compute_at", "compute_inline",
+         "reverse_compute_inline", "decompose_reduction")
+
+
+class ScheduleExplorer:
+    """Explore schedules of one operator: loop nest, controls, undo/redo, trace, Run.
+
+    ``obj``: an op name (``"gemm"``), ``(name, *shape)``, a Workload, a PrimFunc or a
+    Schedule to start from. Loops and blocks are named as in the printed nest; the
+    step methods (``split``, ``tile``, ...) mirror Schedule's and return whether the
+    step was legal (if not, ``error`` says why and the schedule is unchanged).
+    """
+
+    def __init__(self, obj, target="llvm", repeats: int = 5, pictures: bool = False):
+        self.state = st = ExplorerState(obj, target, repeats)
+        self.code, self.tree = CodeView(st), LoopTreeView(st)
+        self.panel, self.trace = PrimitivePanel(st), TraceView(st)
+        self.undo_button = self._button("undo", "undo", lambda: st.undo())
+        self.redo_button = self._button("redo", "repeat", lambda: st.redo())
+        self.run_button = self._button("Run", "play", self.run)
+        self.run_button.button_style = "success"
+        self.result = w.HTML(layout=w.Layout(flex="1 1 auto"))
+        self.result.add_class("se-result")
+        self.figure = LiveFigure(self._draw_pictures, 2, 2, figsize=(11, 9),
+                                 margins=dict(left=0.07, right=0.97, bottom=0.07, top=0.96,
+                                              wspace=0.3, hspace=0.5))
+        self.pictures_toggle = w.ToggleButton(value=pictures, description="pictures",
+                                              icon="image")
+        self.pictures_toggle.observe(self._on_pictures_changed, names="value")
+        self.pictures_box = w.VBox([])
+        self._pictures_pending = False
+        self.widget = self._layout()
+        st.observe(self._on_state_changed)
+        self._refresh_bar()
+        if pictures:
+            self._on_pictures_changed({"new": True})
+
+    def _button(self, label: str, icon: str, fn) -> w.Button:
+        b = w.Button(description=label, icon=icon, layout=w.Layout(width="90px"))
+        b.add_class(f"se-{label.lower()}")
+        b.on_click(lambda _b: fn())
+        return b
+
+    def _layout(self) -> w.Widget:
+        st = self.state
+        title = str(st.workload) if st.workload is not None else st.func.name
+        head = w.HTML(f"<b>ScheduleExplorer</b>: {html.escape(title)} on "
+                      f"<code>{html.escape(str(st.target))}</code>")
+        bar = w.HBox([self.undo_button, self.redo_button, self.run_button, self.result,
+                      self.pictures_toggle], layout=w.Layout(align_items="center"))
+        top = w.HBox([self.tree.widget, self.code.widget],
+                     layout=w.Layout(align_items="flex-start"))
+        self.code.widget.layout.flex = "1 1 auto"
+        box = w.VBox([head, top, self.panel.widget, bar, self.trace.widget, self.pictures_box])
+        box.add_class("se-explorer")
+        return box
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # ------------------------------------------------------------ code API
+    @property
+    def schedule(self):
+        return self.state.schedule
+
+    @property
+    def error(self) -> str | None:
+        return self.state.error.message if self.state.error else None
+
+    @property
+    def last_run(self):
+        return self.state.last_run
+
+    def script(self) -> str:
+        """The current loop nest as text."""
+        return self.state.code_text()
+
+    def trace_python(self) -> str:
+        return self.state.trace_python()
+
+    def select(self, loop: str | None = None, block: str | None = None) -> None:
+        """Select a loop (and its block) or a block, as clicking it in the tree does."""
+        if block is not None:
+            self.state.select_block(block)
+        if loop is not None:
+            self.state.select_loop(loop)
+
+    def undo(self) -> bool:
+        return self.state.undo()
+
+    def redo(self) -> bool:
+        return self.state.redo()
+
+    def load(self, sch) -> None:
+        """Load a Schedule (from the sampler, the dashboard or your own code)."""
+        self.state.load(sch)
+
+    def load_trace(self, trace) -> None:
+        """Replay a trace (JSON, dict or Trace) on the naive function and load it."""
+        self.state.load_trace(trace)
+
+    def run(self):
+        """Build, check against numpy and time the current schedule; returns a RunResult."""
+        self.run_button.disabled, self.run_button.description = True, "Running"
+        try:
+            return self.state.run()
+        finally:
+            self.run_button.disabled, self.run_button.description = False, "Run"
+
+    # ------------------------------------------------------------ views
+    def _refresh_bar(self) -> None:
+        st = self.state
+        self.undo_button.disabled = not st.can_undo
+        self.redo_button.disabled = not st.can_redo
+        self.result.value = result_html(st.last_run, st.run_is_current)
+
+    def _on_state_changed(self, what: str) -> None:
+        if what in ("schedule", "run"):
+            self._refresh_bar()
+        if self.pictures_toggle.value and what in ("schedule", "selection", "run"):
+            self._request_pictures()
+
+    def _request_pictures(self) -> None:
+        """Redraw the pictures after the step has returned: the loop nest shows at once
+        and the pictures (a few hundred ms of matplotlib) follow. In a kernel the redraw
+        runs on its event loop once the button handler or cell is done, so a burst of
+        steps draws once; outside a kernel it draws right away."""
+        self.figure.dirty = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self.figure.render()
+        elif not self._pictures_pending:
+            self._pictures_pending = True
+            loop.call_later(0.02, self._draw_pending_pictures)
+
+    def _draw_pending_pictures(self) -> None:
+        self._pictures_pending = False
+        if self.pictures_toggle.value and self.figure.dirty:
+            self.figure.render()
+
+    def _on_pictures_changed(self, change) -> None:
+        if change["new"]:
+            self.figure.render()
+            self.pictures_box.children = [self.figure.image]
+        else:
+            self.pictures_box.children = []
+
+    def _draw_pictures(self, axes) -> None:
+        st = self.state
+        sch = st.schedule
+        _guarded(axes[0], lambda ax: plots.plot_tiling(ax, sch, st.selected_block,
+                                                       legend="below"))
+        _guarded(axes[1], lambda ax: plots.plot_loop_tree(ax, sch))
+        _guarded(axes[2], lambda ax: plots.plot_memory_footprint(ax, sch, st.target,
+                                                                 st.selected_block))
+        _guarded(axes[3], lambda ax: plots.plot_roofline(ax, self._roofline_points()))
+
+    def _roofline_points(self) -> list:
+        r, wl = self.state.last_run, self.state.workload
+        if r is None or wl is None or r.seconds is None:
+            return []
+        pts = [plots.roofline_point(wl, r.seconds, "current")]
+        if r.naive_seconds:
+            pts.append(plots.roofline_point(wl, r.naive_seconds, "naive"))
+        return pts
+
+
+def _forward(name: str):
+    method = getattr(ExplorerState, name)
+
+    @functools.wraps(method)
+    def step(self, *args, **kwargs):
+        return getattr(self.state, name)(*args, **kwargs)
+    return step
+
+
+for _name in STEPS:
+    setattr(ScheduleExplorer, _name, _forward(_name))
+
+
+def _guarded(ax, draw) -> None:
+    try:
+        draw(ax)
+    except Exception as e:  # one picture that cannot be drawn must not hide the others
+        ax.clear()
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"cannot draw: {e}", ha="center", va="center", wrap=True, fontsize=9)
+
+
+def result_html(r, current: bool = True) -> str:
+    """The Run result as a one-line HTML summary (time, GFLOP/s, speed-ups, check)."""
+    if r is None:
+        return '<span class="se-result-none">press Run to build, check and time it</span>'
+    if r.seconds is None:
+        return f'<span style="color:#b71c1c">run failed: {html.escape(r.error or "")}</span>'
+    parts = [f"<b>{r.seconds * 1e3:.3f} ms</b>"]
+    if r.gflops is not None:
+        parts.append(f"{r.gflops:.2f} GFLOP/s")
+    if r.speedup_naive is not None:
+        parts.append(f"{r.speedup_naive:.2f}x vs naive")
+    if r.speedup_numpy is not None:
+        parts.append(f"{r.speedup_numpy:.2f}x vs numpy")
+    if r.error:
+        parts.append(f'<span style="color:#b71c1c">\u2717 wrong: {html.escape(r.error)}</span>')
+    elif r.max_error is not None:
+        parts.append(f'<span style="color:#2e7d32">\u2713 matches numpy '
+                     f"(max err {r.max_error:.1e})</span>")
+    parts.append(f"<i>{r.backend}</i>")
+    text = " &middot; ".join(parts)
+    if r.note:
+        text += f'<br><small style="color:#8d6e63">{html.escape(r.note)}</small>'
+    if not current:
+        text = f'<span style="opacity:0.5" title="the schedule changed since">{text}</span>'
+    return f'<span class="se-result-value">{text}</span>'

@@ -1,0 +1,217 @@
+"""Pictures of schedules, as plain matplotlib functions that draw on an ``ax``.
+
+Usable without widgets (notebooks, papers): each takes an ``Axes`` and the
+thing to draw, draws, and returns the numbers it drew so a caller (or a
+test) can check them. Tuning pictures live in :mod:`widgets.tuning_plots`.
+
+    fig, ax = plt.subplots()
+    plot_tiling(ax, sch)                 # how the loops cut the 2-D output
+"""
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from ._analysis import footprints, tiling
+from ._nest import KIND_COLORS, block_infos, func_of, loop_infos, workload_of
+
+LEVEL_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
+PEAK_GFLOPS = 220.0      # this machine: 2 cores, AVX-512 FMA, fp32 (numpy sgemm reaches ~235)
+PEAK_BANDWIDTH = 25.0    # GB/s, measured with a large numpy copy on this machine
+
+
+def plot_tiling(ax, obj, block: str | None = None, dims: tuple = (-2, -1),
+                max_rects: int = 4096, zoom: int | None = None, legend: str = "right"):
+    """Draw how the loops around ``block`` cut two output dimensions into tiles.
+
+    Level 0 shows every tile (alternate tiles shaded); each deeper level shows
+    the tiles inside the first tile of the level above (the picture stays
+    readable at any size). GPU levels (blockIdx, vthread, threadIdx) colour
+    each block or thread. ``zoom=n`` frames the first tile of level ``n``;
+    ``legend`` is "right" (outside), "below" or "none".
+    Returns the :class:`~widgets._analysis.Tiling`.
+    """
+    t = tiling(obj, block, dims)
+    rows, cols = t.shape
+    ax.add_patch(Rectangle((0, 0), cols, rows, facecolor="#f4f4f4", edgecolor="black", lw=1))
+    gpu = {"block", "vthread", "thread"}
+    for n, level in enumerate(t.levels):
+        color = LEVEL_COLORS[n % len(LEVEL_COLORS)]
+        rects = _boxes(level.rects[:max_rects])
+        if level.name in gpu:
+            faces = [_cycle(u) for u in level.labels[:max_rects]]
+            coll = PolyCollection(rects, facecolors=faces, edgecolors=color, alpha=0.55,
+                                  linewidths=1.2)
+        else:
+            alpha = 0.18 + 0.1 * n
+            faces = [_shade(color, alpha * (1.6 if k % 2 else 1.0)) for k in range(len(rects))]
+            coll = PolyCollection(rects, facecolors=faces, edgecolors=color,
+                                  linewidths=max(0.4, 2.0 - 0.6 * n))
+        ax.add_collection(coll)
+        ax.plot([], [], color=color, lw=3, label=_level_label(level))
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    if zoom is not None and zoom < len(t.levels) and t.levels[zoom].rects:
+        r, c, h, w = t.levels[zoom].rects[0]
+        ax.set_xlim(c - 0.5, c + w + 0.5)
+        ax.set_ylim(r + h + 0.5, r - 0.5)
+    ax.set_aspect("equal")
+    ax.set_xlabel(t.dims[1])
+    ax.set_ylabel(t.dims[0])
+    ax.set_title(f"tiling of {t.block}'s output ({rows} x {cols})")
+    if legend == "right":
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    elif legend == "below":
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, frameon=False)
+    return t
+
+
+def _level_label(level) -> str:
+    h, w = (level.rects[0][2], level.rects[0][3]) if level.rects else (0, 0)
+    return f"{level.name}: {level.count} tiles of {h}x{w}"
+
+
+def _boxes(rects) -> np.ndarray:
+    """(n, 4, 2) corner arrays of ``(row, col, height, width)`` rectangles (x = col)."""
+    a = np.asarray(rects, dtype=float).reshape(-1, 4)
+    r, c, h, w = a.T
+    return np.stack([np.stack([c, r], 1), np.stack([c + w, r], 1),
+                     np.stack([c + w, r + h], 1), np.stack([c, r + h], 1)], 1)
+
+
+def _shade(color: str, alpha: float) -> tuple:
+    from matplotlib.colors import to_rgba
+    return to_rgba(color, min(1.0, alpha))
+
+
+def _cycle(k: int):
+    import matplotlib
+    return matplotlib.colormaps["tab20"](k % 20)
+
+
+def plot_loop_tree(ax, obj):
+    """Draw the loop tree: one box per loop (extent, kind) and per block, indented by
+    depth and joined to its parent. Returns the number of nodes drawn."""
+    func = func_of(obj)
+    loops = loop_infos(func)
+    rows: list = []                       # (depth, text, color, parent row)
+    by_name: dict = {}
+    for lp in loops:
+        kind = lp.thread if lp.kind == "thread" else lp.kind
+        by_name[lp.name] = len(rows)
+        rows.append((lp.depth, f"{lp.name}  [{lp.extent}]  {kind}", KIND_COLORS[lp.kind],
+                     by_name.get(lp.parent)))
+        for b in _blocks_directly_under(lp, loops):
+            rows.append((lp.depth + 1, f"block {b}", "#fdd835", by_name[lp.name]))
+    for b in block_infos(func):
+        if not b.loops:
+            rows.append((0, f"block {b.name}", "#fdd835", None))
+    segs = []
+    for n, (depth, text, color, parent) in enumerate(rows):
+        ax.text(depth, -n, text, va="center", ha="left", fontsize=9, family="monospace",
+                bbox=dict(boxstyle="round,pad=0.25", facecolor=color, alpha=0.35,
+                          edgecolor=color))
+        if parent is not None:
+            pd = rows[parent][0]
+            segs.append([(pd + 0.15, -parent - 0.3), (pd + 0.15, -n), (depth - 0.05, -n)])
+    ax.add_collection(LineCollection(segs, colors="#555555", linewidths=0.8))
+    depth = max((r[0] for r in rows), default=0)
+    ax.set_xlim(-0.3, depth + 4)
+    ax.set_ylim(-len(rows) + 0.5, 0.7)
+    ax.axis("off")
+    ax.set_title("loop tree (extent, kind)")
+    return len(rows)
+
+
+def _blocks_directly_under(lp, loops) -> list:
+    inner = {b for x in loops if x.parent == lp.name for b in x.blocks}
+    return [b for b in lp.blocks if b not in inner]
+
+
+def plot_memory_footprint(ax, obj, target=None, block: str | None = None):
+    """Bars: bytes each buffer of ``block`` touches in one run of each loop (outermost
+    left), against the target's L1/L2/L3 sizes. Returns the footprints."""
+    from explorer.backends.target import as_target
+    target = as_target(target or "llvm")
+    fps = footprints(obj, block)
+    names = list(fps[0].bytes) if fps else []
+    x = np.arange(len(fps))
+    bottom = np.zeros(len(fps))
+    for n, name in enumerate(names):
+        vals = np.array([fp.bytes[name] for fp in fps], dtype=float)
+        ax.bar(x, vals, bottom=bottom, color=LEVEL_COLORS[n % len(LEVEL_COLORS)], label=name)
+        bottom += vals
+    for label, size, style in (("L1", target.l1_bytes, ":"), ("L2", target.l2_bytes, "--"),
+                               ("L3", target.l3_bytes, "-.")):
+        ax.axhline(size, color="black", ls=style, lw=1)
+        ax.text(len(fps) - 0.5, size, f" {label} {_human(size)}", va="bottom", ha="right",
+                fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=max(1.0, min((fp.total for fp in fps), default=2) / 2))
+    _byte_ticks(ax.yaxis, ax.get_ylim())
+    ax.set_xticks(x, [f"{fp.loop}\n[{fp.extent}]" for fp in fps], fontsize=8)
+    ax.set_ylabel("bytes per run of the loop")
+    ax.set_title("memory footprint per loop level")
+    ax.legend(fontsize=8)
+    return fps
+
+
+def _byte_ticks(axis, lim) -> None:
+    """Ticks at 1 B, 32 B, 1 KiB, 32 KiB... labelled in words (plain text: cheap to draw)."""
+    ticks = [2.0 ** (10 * k) * m for k in range(5) for m in (1, 32)
+             if lim[0] <= 2.0 ** (10 * k) * m <= lim[1]]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: _human(v)))
+    axis.set_minor_locator(NullLocator())
+
+
+def _plain_log_ticks(axis) -> None:
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.0f} TiB"
+
+
+def roofline_point(workload, seconds: float, label: str = "kernel") -> tuple:
+    """(label, arithmetic intensity in flop/byte, GFLOP/s) for a run of ``workload``;
+    bytes are the compulsory traffic: every input read and output written once."""
+    wl = workload_of(workload) or workload
+    nbytes = sum(int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in wl.func.params)
+    return label, wl.flops / nbytes, wl.flops / seconds / 1e9
+
+
+def plot_roofline(ax, points, peak_gflops: float = PEAK_GFLOPS,
+                  bandwidth_gbs: float = PEAK_BANDWIDTH):
+    """The roofline (memory slope and compute roof) with kernels placed on it.
+
+    ``points``: ``(label, flop/byte, GFLOP/s)`` tuples, e.g. from :func:`roofline_point`.
+    Returns the ridge intensity (flop/byte where the two roofs meet)."""
+    ridge = peak_gflops / bandwidth_gbs
+    xs = [p[1] for p in points] or [ridge]
+    lo, hi = min(min(xs) / 4, ridge / 16), max(max(xs) * 4, ridge * 16)
+    ax.plot([lo, ridge], [bandwidth_gbs * lo, peak_gflops], color="black", lw=2,
+            label=f"memory {bandwidth_gbs:g} GB/s")
+    ax.plot([ridge, hi], [peak_gflops, peak_gflops], color="black", lw=2, ls="--",
+            label=f"compute {peak_gflops:g} GFLOP/s")
+    if points:
+        ax.scatter([p[1] for p in points], [p[2] for p in points], s=40, zorder=3,
+                   c=[LEVEL_COLORS[n % len(LEVEL_COLORS)] for n in range(len(points))])
+        for label, x, y in points:
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_ticks(ax.xaxis)
+    _plain_log_ticks(ax.yaxis)
+    ax.set_xlabel("arithmetic intensity (flop/byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title("roofline")
+    ax.legend(fontsize=8, loc="upper left")
+    return ridge
