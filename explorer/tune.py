@@ -29,13 +29,14 @@ class TuneResult:
     target: str
     trials: int
     measured: int
-    failed: int
+    failed: int                                   # did not build, crashed, wrong result...
     best_seconds: float | None
     best_gflops: float | None
     tuning_seconds: float
     trace: dict | None
     strategy: str = ""
     seed: int = 0
+    cutoff: int = 0            # correct but far slower than the best: cut short, not failed
     history: list = field(default_factory=list)   # best GFLOP/s after each trial
     rounds: list = field(default_factory=list)    # per-round model metrics
 
@@ -134,7 +135,9 @@ class Tuner:
         self.events.emit(TuningStarted(wl.key, tgt, self.trials, self.strategy.name, self.seed))
         done = self._resume()
         ok = [r for r in done if r.ok]
-        self.state = {"trial": len(done), "failed": len(done) - len(ok), "measured": 0,
+        cut = sum(_is_cutoff(r.error) for r in done)
+        self.state = {"trial": len(done), "failed": len(done) - len(ok) - cut, "cutoff": cut,
+                      "measured": 0,
                       "best": min(ok, key=lambda r: r.seconds, default=None), "stale": 0,
                       "round": 0, "exhausted": False}
         self.history: list = []
@@ -181,7 +184,7 @@ class Tuner:
             best_gflops=wl.flops / b.seconds / 1e9 if b else None,
             tuning_seconds=time.perf_counter() - self._start, trace=b.trace if b else None,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
-            rounds=self.rounds)
+            rounds=self.rounds, cutoff=st["cutoff"])
         self.events.emit(TuningFinished(wl.key, result.trials, result.measured, result.failed,
                                         result.best_seconds, result.best_gflops,
                                         result.tuning_seconds))
@@ -216,7 +219,9 @@ class Tuner:
                                                rec.error, rec.predicted))
             state["trial"] += 1
             state["measured"] += 1
-            state["failed"] += not res.ok
+            cut = _is_cutoff(rec.error)
+            state["cutoff"] += cut
+            state["failed"] += not res.ok and not cut
             costs.append(secs if secs else math.inf)
             if res.ok and (state["best"] is None or secs < state["best"].seconds):
                 state["best"] = rec
@@ -234,6 +239,10 @@ class Tuner:
                                       metrics["rank_accuracy"], metrics["top_k_recall"],
                                       _importance(self.cost_model)))
         return {"round": rnd, **metrics}
+
+
+def _is_cutoff(error) -> bool:
+    return bool(error) and error.startswith("cutoff")
 
 
 def _feature_version() -> int:

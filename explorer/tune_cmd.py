@@ -100,7 +100,7 @@ class Progress:
                        final=True)
         elif isinstance(ev, CandidateMeasured):
             self.done = ev.trial + 1
-            self.failed += ev.error is not None
+            self.failed += ev.error is not None and not ev.error.startswith("cutoff")
             if self.tty:
                 self._line(self._status())
         elif isinstance(ev, NewBest):
