@@ -1,20 +1,26 @@
-"""Benchmark of the LLVM backend on a hand-built, register-blocked fp32 gemm.
+"""Benchmark of the LLVM backend on a register-blocked fp32 gemm against numpy.
 
-The lowered loop nest is the expert shape of ../shared/LLVM-NOTES.md, built
-directly as a lowered PrimFunc (what the schedule will produce):
+``--variant lowered`` (default) builds the expert loop nest of
+../shared/LLVM-NOTES.md directly as a lowered PrimFunc (what a schedule produces):
 
-    Bp[jo, k, c] = B[k, jo*NR + c]                         (B packed in panels; parallel jo)
-    for io in range(M // MR) (parallel):
-      for jo in range(N // NR):
-        Cl = local [MR, NR]
-        Cl[ii, jj*16 + v] = 0                               (ii, jj unrolled, v vectorized)
-        for k in range(K):
-          Cl[ii, jj*16 + v] += A[io*MR + ii, k] * Bp[jo, k, jj*16 + v]
-        C[io*MR + ii, jo*NR + jj*16 + v] = Cl[ii, jj*16 + v]
+    Bp[jo, k, c] = B[k, jo*NR + c]                       (B packed in panels; parallel jo)
+    for io in range(M // (MR*MI)) (parallel):
+      for ko in range(K // KB):
+        for jo in range(N // NR):
+          for im in range(MI):                           (MI tiles share one Bp panel in L1)
+            Cl = local [MR, NR]
+            Cl[ii, jj*16 + v] = 0 if ko == 0 else C[...]  (ii, jj unrolled, v vectorized)
+            for k in range(KB):
+              Cl[ii, jj*16 + v] += A[row, ko*KB + k] * Bp[jo, ko*KB + k, jj*16 + v]
+            C[row, jo*NR + jj*16 + v] = Cl[ii, jj*16 + v]
+
+``--variant schedule`` builds a similar kernel through the schedule API (B cached
+per column panel, no k-blocking), from ops.gemm.
 
 Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/llvm_gemm.py
-Options: --size N, --threads 1,2, --repeats R, --runtime gomp|pool, --compile (gemm-512
-compile-time median), --numpy-only / --ours-only (for timing in separate processes).
+Options: --size N, --threads 1,2, --rounds R, --repeats R, --runtime gomp|pool,
+--compile (compile time of gemm-512 candidates). Each measurement runs in its own
+process (OpenBLAS and OpenMP threads spin after a call), ours and numpy interleaved.
 """
 from __future__ import annotations
 
@@ -104,12 +110,44 @@ def _median_time(fn, repeats: int, min_seconds: float = 0.05) -> tuple:
     return statistics.median(times), min(times), max(times)
 
 
-def run_ours(n: int, threads: int, repeats: int, runtime: str | None, mr: int) -> dict:
+def schedule_gemm(n: int, mr: int = 8):
+    """The gemm through the schedule API: rows split in two parallel halves, B cached
+    per 32-column panel, an mr x 32 accumulator tile in registers."""
+    from explorer import Schedule, ops
+    sch = Schedule(ops.gemm(n, n, n))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    ip, i2, ii = sch.split(i, [2, None, mr])
+    jo, ji = sch.split(j, [None, 32])
+    jj, v = sch.split(ji, [None, 16])
+    sch.reorder(ip, jo, i2, k, ii, jj, v)
+    sch.reverse_compute_at(sch.cache_write(c, 0, "local"), i2)
+    sch.compute_at(sch.cache_read(c, 1, "global"), jo)
+    sch.decompose_reduction(c, k)
+    for loop, how in ((v, "vectorize"), (ii, "unroll"), (jj, "unroll"), (ip, "parallel")):
+        getattr(sch, how)(loop)
+    b_loops = sch.get_loops(sch.get_block("B_global"))
+    sch.vectorize(sch.split(b_loops[-1], [None, 16])[1])
+    c_loops = sch.get_loops(sch.get_block("C_local"))
+    col, lane = sch.split(c_loops[-1], [None, 16])
+    sch.vectorize(lane)
+    sch.unroll(col)
+    sch.unroll(c_loops[-2])
+    return sch
+
+
+def run_ours(n: int, threads: int, repeats: int, runtime: str | None, mr: int,
+             variant: str = "lowered") -> dict:
     from explorer.backends.llvm import build_llvm
     from explorer.backends.target import Target
-    f = gemm_lowered(n, n, n, MR=mr, KB=min(256, n), MI=min(8, n // mr))
+    from explorer.lower import lower
+    if variant == "schedule":
+        sch = schedule_gemm(n, mr)
+        f, lowered = sch.func, lower(sch)
+    else:
+        f = lowered = gemm_lowered(n, n, n, MR=mr, KB=min(256, n), MI=min(8, n // mr))
     m = n
-    k = build_llvm(f, f, Target(f"llvm -num-cores={threads}"), runtime)
+    k = build_llvm(f, lowered, Target(f"llvm -num-cores={threads}"), runtime)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
@@ -130,15 +168,19 @@ def run_numpy(n: int, threads: int, repeats: int) -> dict:
             "spread": [2 * n ** 3 / hi / 1e9, 2 * n ** 3 / lo / 1e9]}
 
 
-def compile_times(n: int = 512, repeats: int = 9) -> list:
+def compile_times(n: int = 512, repeats: int = 9) -> tuple:
+    """(wall ms, CPU ms) of IR generation + O3 + JIT for fresh gemm-n candidates."""
     from explorer.backends.llvm import Compiled, runtime
     from explorer.backends.target import Target
     t = Target("llvm")
-    out = []
+    runtime.prepare(runtime.default_runtime())
+    wall, cpu = [], []
     for r in range(repeats):
         f = gemm_lowered(n, n, n).with_(name=f"gemm{r}")  # distinct: no cache hit
-        out.append(Compiled(f, t, runtime.default_runtime()).compile_seconds * 1e3)
-    return out
+        c0 = time.process_time()
+        wall.append(Compiled(f, t, runtime.default_runtime()).compile_seconds * 1e3)
+        cpu.append((time.process_time() - c0) * 1e3)
+    return wall, cpu
 
 
 def _child(args, who: str, threads: int) -> dict:
@@ -151,6 +193,7 @@ def _child(args, who: str, threads: int) -> dict:
            str(args.size), "--repeats", str(args.repeats), "--mr", str(args.mr)]
     if args.runtime:
         cmd += ["--runtime", args.runtime]
+    cmd += ["--variant", args.variant]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -164,35 +207,40 @@ def main() -> None:
     p.add_argument("--runtime", default=None)
     p.add_argument("--mr", type=int, default=8)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--variant", choices=("lowered", "schedule"), default="lowered")
     p.add_argument("--child", default=None)
     args = p.parse_args()
     if args.child:
         th = int(args.threads)
-        res = (run_ours(args.size, th, args.repeats, args.runtime, args.mr)
+        res = (run_ours(args.size, th, args.repeats, args.runtime, args.mr, args.variant)
                if args.child == "ours" else run_numpy(args.size, th, args.repeats))
         print(json.dumps(res))
         return
     if args.compile:
-        ms = compile_times()
-        print(f"gemm-512 compile ms: median {statistics.median(ms):.1f} "
-              f"(min {min(ms):.1f}, max {max(ms):.1f})")
+        wall, cpu = compile_times()
+        print(f"gemm-512 compile ms (IR generation + O3 + JIT): median "
+              f"{statistics.median(wall):.1f} wall (min {min(wall):.1f}, max {max(wall):.1f}), "
+              f"{statistics.median(cpu):.1f} CPU")
         return
-    results: dict = {}
-    for _ in range(args.rounds):  # interleave ours and numpy, each in its own process
-        for th in (int(t) for t in args.threads.split(",")):
-            for who in ("numpy", "ours"):
-                results.setdefault((who, th), []).append(_child(args, who, th)["gflops"])
-    print(f"gemm {args.size}^3 fp32, GFLOP/s medians over {args.rounds} rounds "
-          f"(each a median of {args.repeats} repeats)")
-    for th in (int(t) for t in args.threads.split(",")):
-        ours, ref = (statistics.median(results[(w, th)]) for w in ("ours", "numpy"))
-        print(f"  {th} thread(s): ours {ours:7.1f}  numpy {ref:7.1f}  ratio {ours / ref:5.2f}   "
-              f"(ours {sorted(round(x) for x in results[('ours', th)])}, "
-              f"numpy {sorted(round(x) for x in results[('numpy', th)])})")
     ths = [int(t) for t in args.threads.split(",")]
+    rounds = []
+    for _ in range(args.rounds):  # interleave ours and numpy, each in its own process
+        rounds.append({(who, th): _child(args, who, th)["gflops"]
+                       for th in ths for who in ("numpy", "ours")})
+    print(f"gemm {args.size}^3 fp32, GFLOP/s; {args.rounds} rounds, each a median of "
+          f"{args.repeats} repeats; ratios are taken within a round (same load window)")
+    for th in ths:
+        ours = [r[("ours", th)] for r in rounds]
+        ref = [r[("numpy", th)] for r in rounds]
+        ratio = [o / n for o, n in zip(ours, ref)]
+        print(f"  {th} thread(s): ours {statistics.median(ours):6.1f} (best {max(ours):6.1f})  "
+              f"numpy {statistics.median(ref):6.1f} (best {max(ref):6.1f})  "
+              f"ratio median {statistics.median(ratio):.2f} "
+              f"[{', '.join(f'{x:.2f}' for x in sorted(ratio))}]")
     if 1 in ths and 2 in ths:
-        s = statistics.median(results[("ours", 2)]) / statistics.median(results[("ours", 1)])
-        print(f"  ours 2 threads / 1 thread: {s:.2f}x")
+        scale = [r[("ours", 2)] / r[("ours", 1)] for r in rounds]
+        print(f"  ours 2 threads / 1 thread: median {statistics.median(scale):.2f}x "
+              f"[{', '.join(f'{x:.2f}' for x in sorted(scale))}]")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@
 are cached in-process by the structural value of the lowered function and the
 target (IR nodes are frozen dataclasses, so equal nests hash equal): building
 the same candidate twice costs one dictionary lookup.
+
+Modules: ``codegen`` (statements, loops, allocation), ``exprgen`` (scalar and
+vector expressions, lazy selects), ``analysis`` (lane dependence, legality of
+vector code), ``parallel`` + ``runtime`` (outlined parallel loops on libgomp),
+``vecmath`` (libmvec vector math), ``jit`` (O3 and MCJIT), ``types``.
 """
 from __future__ import annotations
 
@@ -15,7 +20,8 @@ from collections import OrderedDict
 import numpy as np
 
 from ...errors import ArgumentError
-from ...ir.stmt import PrimFunc
+from ...ir.functor import walk_stmt
+from ...ir.stmt import BufferStore, PrimFunc
 from ..kernel import Kernel
 from . import jit, runtime
 from .codegen import PARAM_ALIGN, WORKSPACE_ALIGN, ModuleGen
@@ -36,13 +42,17 @@ class Compiled:
         self.jit = jit.JitModule(self.llvm_ir, gen.entry_name, target)
         self.compile_seconds = time.perf_counter() - t0
         self.workspace_bytes = gen.workspace_bytes
-        self.vectorized_loops = tuple(gen.vectorized_loops)
+        self.vectorized_loops = dict(gen.vectorized_loops)
+        self.chunk_lanes = gen.chunk_lanes
+        self.written = frozenset(n.buffer.name for n, _ in walk_stmt(lowered.body)
+                                 if isinstance(n, BufferStore))
         n = len(lowered.params) + 1
         self.cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n))(self.jit.address)
 
 
 def _cache_key(lowered: PrimFunc, target, runtime_name: str) -> tuple:
-    return (lowered, target.mcpu, target.features, target.num_cores, runtime_name)
+    return (lowered, target.mcpu, target.features, target.num_cores, target.vector_bits,
+            runtime_name)
 
 
 def compile_lowered(lowered: PrimFunc, target, runtime_name: str | None = None) -> Compiled:
@@ -112,6 +122,7 @@ class LLVMKernel(Kernel):
         return ws[1]
 
     def _run(self, arrays):
+        _check_disjoint(self.func.params, arrays, self.compiled.written)
         ptrs, copies = [], []
         for p, a in zip(self.func.params, arrays):
             addr = a.ctypes.data
@@ -120,7 +131,6 @@ class LLVMKernel(Kernel):
                 copies.append((a, tmp))
                 addr = tmp.ctypes.data
             ptrs.append(addr)
-        _check_disjoint(self.func.params, arrays)
         self.compiled.cfunc(*ptrs, self._workspace())
         for a, tmp in copies:
             a[...] = tmp
@@ -134,13 +144,18 @@ def _aligned_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_disjoint(params, arrays) -> None:
-    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, p.name)
-                   for p, a in zip(params, arrays) if a.nbytes)
-    for (s0, e0, n0), (s1, e1, n1) in zip(spans, spans[1:]):
-        if s1 < e0:
-            raise ArgumentError(f"arguments {n0} and {n1} share memory, but the llvm kernel "
-                                "assumes every buffer is distinct (noalias): pass a copy of one")
+def _check_disjoint(params, arrays, written) -> None:
+    """Buffers are noalias: an output may not overlap any other argument (inputs may)."""
+    spans = [(a.ctypes.data, a.ctypes.data + a.nbytes, p.name)
+             for p, a in zip(params, arrays) if a.nbytes]
+    for s0, e0, n0 in spans:
+        if n0 not in written:
+            continue
+        for s1, e1, n1 in spans:
+            if n1 != n0 and s1 < e0 and s0 < e1:
+                raise ArgumentError(f"arguments {n0} and {n1} share memory, but {n0} is "
+                                    "written and the llvm kernel assumes the buffers are "
+                                    "distinct (noalias): pass a copy")
 
 
 def build_llvm(func: PrimFunc, lowered: PrimFunc, target, runtime_name: str | None = None

@@ -4,14 +4,17 @@
   vectorized loop (invariant, linear with a constant coefficient, or neither);
 - ``vectorize_blocker``: why a vectorized loop body cannot become vector code
   (None when it can);
+- ``has_unsafe``: whether evaluating an expression eagerly could fault;
 - ``free_names``: the variables and buffers a loop body uses, to outline it.
 """
 from __future__ import annotations
 
-from ...ir.expr import (Add, BinaryOp, BufferLoad, Call, Div, Expr, FloorDiv, FloorMod, IntImm,
-                        Mul, Select, Sub, Var, And, Or)
+import functools
+
+from ...ir.expr import Add, BufferLoad, Div, Expr, FloorDiv, FloorMod, IntImm, Mul, Sub, Var
+from ...ir.arith import simplify
 from ...ir.functor import collect_loads, walk_expr, walk_stmt
-from ...ir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, Stmt
+from ...ir.stmt import Allocate, BufferStore, For, IfThenElse, Stmt
 
 
 def uses_var(e: Expr, name: str) -> bool:
@@ -63,6 +66,10 @@ def flat_coeff(shape: tuple, indices: tuple, lane: str):
     return total
 
 
+def has_load(e: Expr) -> bool:
+    return any(isinstance(x, BufferLoad) for x in walk_expr(e))
+
+
 def has_unsafe(e: Expr) -> bool:
     """True when evaluating ``e`` eagerly may fault: it loads memory or divides integers."""
     for x in walk_expr(e):
@@ -82,14 +89,16 @@ def _stmt_exprs(s: Stmt) -> list:
     return []
 
 
+@functools.lru_cache(maxsize=1024)
 def vectorize_blocker(loop: For):
     """The reason the body of vectorized ``loop`` must run as a scalar loop, or None.
 
     Vector code runs each statement for all lanes before the next statement; that
-    equals the sequential loop when every buffer written in the body is written
-    and read at a single index (so lanes never see each other's values) and each
-    lane writes its own element (a lane-invariant store would be a reduction
-    across lanes).
+    equals the sequential loop when no lane reads or overwrites an element of a
+    buffer that another lane of the body writes (checked pairwise on the accesses
+    of every written buffer, see ``_lanes_conflict``), and each lane writes its own
+    element (a lane-invariant store would be a reduction across lanes). Guards
+    that depend on the lane become lane masks.
     """
     lane = loop.var.name
     accesses: dict = {}
@@ -99,21 +108,40 @@ def vectorize_blocker(loop: For):
             return f"nested loop {node.var.name}"
         if isinstance(node, Allocate):
             return f"allocation of {node.buffer.name}"
-        if isinstance(node, IfThenElse) and uses_var(node.cond, lane):
-            return "a guard that depends on the lane"
         if isinstance(node, BufferStore):
             if flat_coeff(node.buffer.shape, node.indices, lane) == 0:
                 return f"store to {node.buffer.name} is invariant in the lane (a reduction)"
             stored.add(node.buffer.name)
-            accesses.setdefault(node.buffer.name, set()).add(node.indices)
-        if not isinstance(node, (For, SeqStmt, Allocate)):
-            for e in _stmt_exprs(node):
-                for ld in collect_loads(e):
-                    accesses.setdefault(ld.buffer.name, set()).add(ld.indices)
-    for name in stored:
-        if len(accesses[name]) > 1:
-            return f"{name} is accessed at more than one index (lanes could depend on each other)"
+            accesses.setdefault(node.buffer.name, set()).add(
+                (node.buffer.shape, node.indices, True))
+        for e in _stmt_exprs(node):
+            for ld in collect_loads(e):
+                accesses.setdefault(ld.buffer.name, set()).add((ld.buffer.shape, ld.indices,
+                                                                False))
+    for name in sorted(stored):
+        sites = sorted(accesses[name], key=repr)
+        for n, a in enumerate(sites):
+            for b in sites[n + 1:]:
+                if (a[2] or b[2]) and _lanes_conflict(a[:2], b[:2], lane, loop.extent):
+                    return f"lanes could depend on each other through {name}"
     return None
+
+
+def _lanes_conflict(a: tuple, b: tuple, lane: str, lanes: int) -> bool:
+    """Could lane u touch at access ``b`` an element that lane v != u touches at ``a``?
+
+    With both flat indices ``x + c*lane`` and ``x - d + c*lane`` (same coefficient,
+    constant distance d), lanes meet only when d is a multiple of c below ``lanes*c``.
+    Anything else is assumed to conflict.
+    """
+    ca, cb = flat_coeff(*a, lane), flat_coeff(*b, lane)
+    if ca is None or ca != cb or ca == 0:
+        return True
+    d = simplify(Sub(flat_index(*a), flat_index(*b)))
+    if not isinstance(d, IntImm):
+        return True
+    d = d.value
+    return d != 0 and d % ca == 0 and abs(d // ca) < lanes
 
 
 def free_names(s: Stmt) -> tuple:
@@ -133,11 +161,3 @@ def free_names(s: Stmt) -> tuple:
                 elif isinstance(x, BufferLoad):
                     bufs.add(x.buffer.name)
     return vars_ - bound, bufs
-
-
-def is_logic(e: Expr) -> bool:
-    return isinstance(e, (And, Or))
-
-
-__all__ = ["lane_coeff", "flat_coeff", "flat_index", "has_unsafe", "vectorize_blocker",
-           "free_names", "uses_var", "BinaryOp", "Call", "Select"]

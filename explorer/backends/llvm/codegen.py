@@ -7,10 +7,12 @@ as follows:
 - serial loop: a bottom-tested loop with a phi induction variable;
 - unrolled loop: the body emitted once per iteration with the variable a
   constant (indices into local buffers fold to constants, so SROA/mem2reg
-  keep those buffers in registers); past ``MAX_UNROLL`` iterations a serial loop;
-- vectorized loop: the body emitted once with vector values (``exprgen``), or,
-  when ``vectorize_blocker`` finds a reason, as a plain serial loop (correct,
-  left to LLVM's own vectorizers);
+  keep those buffers in registers); a loop that would expand to more than
+  ``MAX_UNROLL`` statements stays a serial loop (compile time);
+- vectorized loop: the body emitted with vector values (``exprgen``), once per
+  piece of a legal vector width (``vector_pieces``), long loops in chunks; when
+  ``vectorize_blocker`` finds a reason, a plain serial loop (correct, left to
+  LLVM's own vectorizers);
 - parallel loop: outlined and run on the thread runtime; nested inside another
   parallel loop it runs serially;
 - guards: branches; Allocate: see ``FunctionState.allocate``.
@@ -22,11 +24,13 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from .analysis import flat_coeff, vectorize_blocker
-from .exprgen import ExprEmitter, mt_align
-from .types import ELEM_BYTES, I8, I32, I64, PTR, VOID, lanes_of, mem_type
+from .analysis import vectorize_blocker
+from .access import mt_align
+from .exprgen import ExprEmitter
+from .types import ELEM_BYTES, I8, I32, I64, PTR, VOID, lanes_of, mem_type, suffix
 
-MAX_UNROLL = 512           # iterations; beyond this an "unrolled" loop stays a loop
+MAX_UNROLL = 4096          # statements an unrolled loop may expand to; beyond, it stays a loop
+MAX_VECTOR_LANES = 64      # a longer vectorized loop runs as a loop over vector chunks
 STACK_BUFFER_BYTES = 64 * 1024   # one buffer up to this size lives on the stack
 STACK_TOTAL_BYTES = 256 * 1024   # all stack buffers of one function together
 WORKSPACE_ALIGN = 64
@@ -44,7 +48,21 @@ class ModuleGen:
         self.entry_name = "explorer_" + "".join(c if c.isalnum() else "_" for c in func.name)
         self.workspace_bytes = 0
         self.n_outlined = 0
-        self.vectorized_loops: list = []   # (loop var, "vector" | reason for scalar fallback)
+        self.hw_lanes = max(4, target.vector_bits // 32)   # float32 lanes of a register
+        self.chunk_lanes = 2 * self.hw_lanes
+        self.vectorized_loops: dict = {}   # loop var -> "vector" | why it runs as scalar code
+        self._memo: dict = {}
+        self.interned: dict = {}
+
+    def memo(self, kind: str, node, compute):
+        """``compute()`` once per IR node object. Nodes are frozen dataclasses whose hash
+        walks the whole subtree on every call, and an unrolled tile emits the same node
+        many times: keyed by identity (the node is kept alive with the result)."""
+        key = (kind, id(node))
+        hit = self._memo.get(key)
+        if hit is None or hit[0] is not node:
+            hit = self._memo[key] = (node, compute())
+        return hit[1]
 
     def declare(self, name: str, ret: ir.Type, args: list) -> ir.Function:
         fn = self.module.globals.get(name)
@@ -83,7 +101,6 @@ class FunctionState:
 
     def __init__(self, mod: ModuleGen, fn: ir.Function, in_parallel: bool, workspace=None):
         self.mod = mod
-        self.module = mod
         self.fn = fn
         self.in_parallel = in_parallel
         self.workspace = workspace
@@ -96,6 +113,8 @@ class FunctionState:
         self.stack_bytes = 0
         self.heap: list = []
         self.entry_builder = ir.IRBuilder(self.entry)
+        self.address_cache: dict = {}   # addresses computed in address_block (exprgen.gep)
+        self.address_block = None
 
     def buffer_ptr(self, buf) -> ir.Value:
         try:
@@ -147,6 +166,42 @@ class FunctionState:
         self.entry_builder.branch(self.fn.blocks[1])
 
 
+def vector_pieces(start: int, lanes: int, hw: int) -> list:
+    """(first lane, lanes) of the passes for lanes [start, start + lanes): a multiple of
+    the register width ``hw`` in one pass, the rest in powers of two. LLVM splits
+    <32 x float> into two registers cleanly, but a <28 x float> accumulator ended up
+    assembled element by element; 28 = 16 + 8 + 4 runs in zmm, ymm and xmm registers."""
+    out = []
+    main = lanes // hw * hw
+    if main:
+        out.append((start, main))
+    first, rest = start + main, lanes - main
+    piece = hw
+    while rest:
+        while piece > rest:
+            piece //= 2
+        out.append((first, piece))
+        first, rest = first + piece, rest - piece
+    return out
+
+
+def emitted_stores(s: Stmt) -> int:
+    """How many stores emitting ``s`` writes out, counting unrolled loops expanded."""
+    if isinstance(s, BufferStore):
+        return 1
+    if isinstance(s, For):
+        inner = emitted_stores(s.body)
+        return inner * s.extent if s.kind == "unrolled" else inner
+    if isinstance(s, SeqStmt):
+        return sum(emitted_stores(x) for x in s.stmts)
+    if isinstance(s, IfThenElse):
+        return emitted_stores(s.then_case) + (emitted_stores(s.else_case) if s.else_case
+                                              is not None else 0)
+    if isinstance(s, Allocate):
+        return emitted_stores(s.body)
+    return 1
+
+
 def _numel(buf) -> int:
     n = 1
     for d in buf.shape:
@@ -168,6 +223,7 @@ class StmtGen:
     def __init__(self, st: FunctionState):
         self.st = st
         self.ex = ExprEmitter(st)
+        self.mask = None   # lanes that run the current statement, inside a vectorized loop
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -191,27 +247,30 @@ class StmtGen:
 
     # ------------------------------------------------------------ simple statements
     def store(self, s: BufferStore, ex: ExprEmitter) -> None:
-        value = ex.to_mem(ex.emit(s.value), s.buffer.dtype)
+        mask = self.mask
+        value = ex.to_mem(ex.emit(s.value, mask), s.buffer.dtype)
         ptr = self.st.buffer_ptr(s.buffer)
-        align = mt_align(mem_type(s.buffer.dtype))
+        align = ir.Constant(I32, mt_align(mem_type(s.buffer.dtype)))
         if ex.lane is None:
             self.b.store(value, ex.gep(ptr, s))
             return
-        coeff = flat_coeff(s.buffer.shape, s.indices, ex.lane)
         value = ex.splat(value, ex.lanes)
-        if coeff == 1:
-            self.b.store(value, ex.gep(ptr, s, lane0=True), align=align)
+        contiguous = ex.coeff(s) == 1
+        addr = ex.gep(ptr, s, lane0=contiguous, inbounds=mask is None, mask=mask)
+        if contiguous and mask is None:
+            self.b.store(value, addr, align=align.constant)
             return
-        ptrs = ex.gep(ptr, s)
-        fn = self.st.mod.declare(f"llvm.masked.scatter.{_sfx(value.type)}.{_sfx(ptrs.type)}",
-                                 VOID, [value.type, ptrs.type, I32, ir.VectorType(
-                                     ir.IntType(1), ex.lanes)])
-        self.b.call(fn, [value, ptrs, ir.Constant(I32, align), ex.all_true(ex.lanes)])
+        mask = ex.all_true(ex.lanes) if mask is None else mask
+        name = (f"llvm.masked.store.{suffix(value.type)}.p0" if contiguous else
+                f"llvm.masked.scatter.{suffix(value.type)}.{suffix(addr.type)}")
+        fn = self.st.mod.declare(name, VOID, [value.type, addr.type, I32, mask.type])
+        self.b.call(fn, [value, addr, align, mask])
 
     def if_then_else(self, s: IfThenElse) -> None:
-        cond = self.ex.emit(s.cond)
+        cond = self.ex.emit(s.cond, self.mask)
         if lanes_of(cond) != 1:
-            raise BuildError("llvm codegen: a guard depends on a vector lane")
+            self.masked_if(s, cond)
+            return
         then_bb = self.b.append_basic_block()
         else_bb = self.b.append_basic_block() if s.else_case is not None else None
         done_bb = self.b.append_basic_block()
@@ -224,6 +283,17 @@ class StmtGen:
             self.stmt(s.else_case)
             self.b.branch(done_bb)
         self.b.position_at_end(done_bb)
+
+    def masked_if(self, s: IfThenElse, cond: ir.Value) -> None:
+        """A guard that depends on the lane: both sides run, each under its lane mask."""
+        outer = self.mask
+        both = [(s.then_case, cond)]
+        if s.else_case is not None:
+            both.append((s.else_case, self.b.xor(cond, self.ex.all_true(lanes_of(cond)))))
+        for body, m in both:
+            self.mask = m if outer is None else self.b.and_(outer, m)
+            self.stmt(body)
+        self.mask = outer
 
     def allocate(self, s: Allocate) -> None:
         name = s.buffer.name
@@ -242,13 +312,15 @@ class StmtGen:
     def loop(self, s: For) -> None:
         if s.extent <= 0:
             return
-        if s.kind == "unrolled" and s.extent <= MAX_UNROLL:
+        if s.kind == "unrolled" and s.extent * self.st.mod.memo(
+                "stores", s.body, lambda: emitted_stores(s.body)) <= MAX_UNROLL:
             for i in range(s.extent):
-                self.with_var(s.var.name, ir.Constant(I32, i), lambda: self.stmt(s.body))
+                self.with_var(s.var.name, ir.Constant(I64, i), lambda: self.stmt(s.body))
             return
         if s.kind == "vectorized":
-            reason = vectorize_blocker(s) if s.extent > 1 else "a single lane"
-            self.st.mod.vectorized_loops.append((s.var.name, reason or "vector"))
+            reason = self.st.mod.memo("blocker", s, lambda: vectorize_blocker(s)) \
+                if s.extent > 1 else "a single lane"
+            self.st.mod.vectorized_loops[s.var.name] = reason or "vector"
             if reason is None:
                 self.vector_body(s)
                 return
@@ -256,7 +328,7 @@ class StmtGen:
             from .parallel import emit_parallel
             emit_parallel(self, s)
             return
-        self.serial(s.var.name, ir.Constant(I32, 0), ir.Constant(I32, s.extent),
+        self.serial(s.var.name, ir.Constant(I64, 0), ir.Constant(I64, s.extent),
                     lambda: self.stmt(s.body), known_nonempty=True)
 
     def with_var(self, name: str, value: ir.Value, body) -> None:
@@ -269,7 +341,10 @@ class StmtGen:
             self.st.vars[name] = saved
 
     def serial(self, name: str, lo: ir.Value, hi: ir.Value, body, known_nonempty=False):
-        """for name in [lo, hi): body() -- bottom-tested, induction variable as a phi."""
+        """for name in [lo, hi): body() -- bottom-tested, an i64 induction variable as a phi.
+
+        Loop variables are i64 (indices are computed in i64, no sign extensions to
+        widen later); where a variable is used as an int32 value it is truncated."""
         pre = self.b.block
         loop_bb = self.b.append_basic_block(f"for_{name}")
         skip = []
@@ -278,29 +353,45 @@ class StmtGen:
         else:
             skip.append(self.b.block)
         self.b.position_at_end(loop_bb)
-        iv = self.b.phi(I32, name=name)
+        iv = self.b.phi(I64, name=name)
         iv.add_incoming(lo, pre)
         self.with_var(name, iv, body)
-        nxt = self.b.add(iv, ir.Constant(I32, 1), flags=("nuw", "nsw"))
+        nxt = self.b.add(iv, ir.Constant(I64, 1), flags=("nuw", "nsw"))
         iv.add_incoming(nxt, self.b.block)
-        latch = self.b.block
         exit_bb = self.b.append_basic_block(f"end_{name}")
         self.b.cbranch(self.b.icmp_signed("<", nxt, hi), loop_bb, exit_bb)
         for bb in skip:  # the emptiness test, now that the exit block exists
             self.b.position_at_end(bb)
             self.b.cbranch(self.b.icmp_signed("<", lo, hi), loop_bb, exit_bb)
-        del latch
         self.b.position_at_end(exit_bb)
 
     def vector_body(self, s: For) -> None:
-        """The whole vectorized loop as one pass of vector statements."""
-        saved, self.ex = self.ex, ExprEmitter(self.st, lane=s.var.name, lanes=s.extent)
+        """The vectorized loop as vector statements: up to MAX_VECTOR_LANES lanes in
+        passes of legal widths (``vector_pieces``), longer loops as a loop over chunks
+        of ``chunk_lanes`` and passes for the rest."""
+        width = self.st.mod.chunk_lanes
+        if s.extent <= MAX_VECTOR_LANES:
+            self.vector_passes(s, 0, s.extent)
+            return
+        chunks, rest = divmod(s.extent, width)
+        name = f"{s.var.name}_chunk"
+
+        def chunk():
+            base = self.b.mul(self.st.vars[name], ir.Constant(I64, width), flags=("nsw",))
+            self.vector_pass(s, base, width)
+        self.serial(name, ir.Constant(I64, 0), ir.Constant(I64, chunks), chunk,
+                    known_nonempty=True)
+        self.vector_passes(s, chunks * width, rest)
+
+    def vector_passes(self, s: For, start: int, lanes: int) -> None:
+        for first, n in vector_pieces(start, lanes, self.st.mod.hw_lanes):
+            self.vector_pass(s, ir.Constant(I64, first), n)
+
+    def vector_pass(self, s: For, base: ir.Value, lanes: int) -> None:
+        """The body for lanes [base, base + lanes) at once (one lane: scalar code)."""
+        lane = s.var.name if lanes > 1 else None
+        saved, self.ex = self.ex, ExprEmitter(self.st, lane=lane, lanes=lanes)
         try:
-            self.stmt(s.body)   # guards inside are lane-invariant (vectorize_blocker checked)
+            self.with_var(s.var.name, base, lambda: self.stmt(s.body))
         finally:
             self.ex = saved
-
-
-def _sfx(t: ir.Type) -> str:
-    from .types import suffix
-    return suffix(t)

@@ -9,6 +9,8 @@ from ...errors import BuildError
 
 _init_lock = threading.Lock()
 _initialized: list = []
+# llvmlite parses into LLVM's global context, which is not thread-safe: one compile at a time.
+_llvm_lock = threading.RLock()
 
 
 def _init() -> None:
@@ -31,6 +33,11 @@ def target_machine(target) -> "llvm.TargetMachine":
 def optimize(text: str, target) -> tuple:
     """Parse, verify and run the O3 pipeline (new pass manager); (module, target machine)."""
     _init()
+    with _llvm_lock:
+        return _optimize(text, target)
+
+
+def _optimize(text: str, target) -> tuple:
     try:
         mod = llvm.parse_assembly(text)
         mod.verify()
@@ -50,20 +57,23 @@ class JitModule:
     """Machine code of one module, alive as long as this object."""
 
     def __init__(self, text: str, entry: str, target):
-        mod, tm = optimize(text, target)
-        self.engine = llvm.create_mcjit_compiler(mod, tm)
-        self.engine.finalize_object()
-        self.address = self.engine.get_function_address(entry)
+        with _llvm_lock:
+            mod, tm = optimize(text, target)
+            self.engine = llvm.create_mcjit_compiler(mod, tm)
+            self.engine.finalize_object()
+            self.address = self.engine.get_function_address(entry)
         if not self.address:
             raise BuildError(f"llvm: function {entry} not found after JIT compilation")
 
 
 def assembly(text: str, target) -> str:
     """The target assembly of a module (recompiled from its IR text, for reading)."""
-    mod, tm = optimize(text, target)
-    return tm.emit_assembly(mod)
+    with _llvm_lock:
+        mod, tm = optimize(text, target)
+        return tm.emit_assembly(mod)
 
 
 def optimized_ir(text: str, target) -> str:
-    mod, _ = optimize(text, target)
-    return str(mod)
+    with _llvm_lock:
+        mod, _ = optimize(text, target)
+        return str(mod)

@@ -2,7 +2,7 @@
 
 For ``for p in range(N) (parallel): body`` the module gets three functions:
 
-- ``..._body(ptr noalias bufs..., i32 vars..., i32 lo, i32 hi)``: the loop over
+- ``..._body(ptr noalias bufs..., i64 vars..., i64 lo, i64 hi)``: the loop over
   ``[lo, hi)``; its own entry block holds the stack buffers of ``body``, so
   every thread has its own (``in_parallel`` also makes nested parallel loops
   serial here);
@@ -11,8 +11,9 @@ For ``for p in range(N) (parallel): body`` the module gets three functions:
   ``[task*N/ntasks, (task+1)*N/ntasks)``;
 - with the OpenMP runtime, ``..._omp(ptr closure)`` calls the task with
   ``omp_get_thread_num()``/``omp_get_num_threads()`` and the loop site calls
-  ``GOMP_parallel``; with the fallback pool the site calls
-  ``explorer_parallel_launch(task, closure, ntasks)`` (see ``runtime.py``).
+  ``GOMP_parallel`` (through the pointer ``explorer_gomp_launcher``); with the
+  fallback pool the site calls ``explorer_parallel_launch(task, closure, ntasks)``
+  (both in ``runtime.py``).
 """
 from __future__ import annotations
 
@@ -39,17 +40,27 @@ def emit_parallel(sg, loop: For) -> None:
         b.call(task_fn, [closure, ir.Constant(I32, 0), ir.Constant(I32, 1)])
     elif mod.runtime == "gomp":
         omp_fn = _omp_wrapper(mod, base, task_fn)
-        gomp = mod.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-        b.call(gomp, [omp_fn, closure, ir.Constant(I32, nthreads), ir.Constant(I32, 0)])
+        launcher = b.load(_launcher_global(mod), typ=ir.FunctionType(
+            VOID, [PTR, PTR, I32, I32]).as_pointer())   # GOMP_parallel (see runtime.py)
+        b.call(launcher, [omp_fn, closure, ir.Constant(I32, nthreads), ir.Constant(I32, 0)])
     else:
         launch = mod.declare("explorer_parallel_launch", VOID, [PTR, PTR, I32])
         b.call(launch, [task_fn, closure, ir.Constant(I32, nthreads)])
 
 
+def _launcher_global(mod) -> ir.GlobalVariable:
+    from .runtime import GOMP_LAUNCHER
+    g = mod.module.globals.get(GOMP_LAUNCHER)
+    if g is None:
+        g = ir.GlobalVariable(mod.module, PTR, GOMP_LAUNCHER)
+        g.linkage = "external"
+    return g
+
+
 def _outline_body(sg, loop: For, base: str, cap_bufs: list, cap_vars: list) -> ir.Function:
     from .codegen import PARAM_ALIGN, FunctionState, StmtGen
     mod = sg.st.mod
-    ftype = ir.FunctionType(VOID, [PTR] * len(cap_bufs) + [I32] * (len(cap_vars) + 2))
+    ftype = ir.FunctionType(VOID, [PTR] * len(cap_bufs) + [I64] * (len(cap_vars) + 2))
     fn = ir.Function(mod.module, ftype, base + "_body")
     fn.linkage = "internal"
     st = FunctionState(mod, fn, in_parallel=True)
@@ -85,12 +96,12 @@ def _task_fn(mod, base: str, body_fn: ir.Function, extent: int, n_bufs: int,
     args = []
     for i in range(n_bufs + n_vars):
         slot = b.gep(closure, [ir.Constant(I32, i)], inbounds=True, source_etype=I64)
-        args.append(b.load(slot, typ=PTR if i < n_bufs else I32))
+        args.append(b.load(slot, typ=PTR if i < n_bufs else I64))
     n = ir.Constant(I64, extent)
     t64, nt64 = b.sext(task, I64), b.sext(ntasks, I64)
     lo = b.sdiv(b.mul(t64, n), nt64)
     hi = b.sdiv(b.mul(b.add(t64, ir.Constant(I64, 1)), n), nt64)
-    b.call(body_fn, args + [b.trunc(lo, I32), b.trunc(hi, I32)])
+    b.call(body_fn, args + [lo, hi])
     b.ret_void()
     return fn
 

@@ -3,20 +3,26 @@
 Two runtimes run the outlined task functions (``parallel.py``):
 
 - ``gomp`` (the default): the generated code calls libgomp's ``GOMP_parallel``
-  directly. A launch costs a few microseconds and works wherever the parallel
-  loop sits (inside serial loops, several per kernel), with no trip through
-  Python. Measured on the 2-core development machine (benchmarks/llvm_gemm.py
-  --runtime): launch overhead about 3 us against about 60 us for the pool, and
-  the same 2-thread gemm speed-up. libgomp is loaded once with
-  ``load_library_permanently``.
+  directly. It works wherever the parallel loop sits (inside serial loops,
+  several per kernel) without a trip through Python, and it is cheap: on the
+  2-core development machine a 2-thread launch of a trivial loop took 2-5 us,
+  against 20-50 us for the pool below (which also holds the GIL while it hands
+  out tasks); a tuner measures many small kernels, where that difference shows.
+  libgomp is loaded once with ``load_library_permanently``.
 - ``pool`` (fallback where libgomp is missing): the generated code calls
   ``explorer_parallel_launch``, a ctypes callback that hands the tasks to a
   Python thread pool; each worker calls the task through ctypes, which releases
   the GIL, so the tasks run truly in parallel.
 
-Caveat for process-based measurement: libgomp's thread pool does not survive
-``fork``; worker processes that run kernels should be started with ``spawn``
-(or fork before the first parallel kernel runs in the parent).
+A parallel loop that gets one thread (one core, or extent 1) calls its task
+directly: no runtime at all.
+
+libgomp's thread team does not survive ``fork``: a child that enters
+``GOMP_parallel`` after its parent did hangs forever. So generated code calls
+``GOMP_parallel`` through a pointer (``explorer_gomp_launcher``) that an
+at-fork hook redirects, in the child, to a serial launcher: kernels in a forked
+child stay correct, on one thread. Worker processes that should use every core
+are best started with ``spawn``.
 """
 from __future__ import annotations
 
@@ -59,13 +65,41 @@ def default_runtime() -> str:
     return "gomp" if gomp_available() else "pool"
 
 
+GOMP_LAUNCHER = "explorer_gomp_launcher"
+_launcher_slot = ctypes.c_void_p(0)   # what generated code calls: GOMP_parallel or serial
+_SERIAL_LAUNCHER_IR = """
+define void @explorer_serial_launch(ptr %fn, ptr %data, i32 %n, i32 %flags) {
+  call void %fn(ptr %data)
+  ret void
+}
+"""
+
+
+def _prepare_gomp() -> None:
+    if not gomp_available():
+        from ...errors import BuildError
+        raise BuildError("the gomp runtime needs libgomp (libgomp.so.1), which was not "
+                         "found: install it or build with runtime='pool'")
+    with _lock:
+        if "serial" in _state:
+            return
+        from .jit import JitModule
+        from ..target import Target
+        serial = JitModule(_SERIAL_LAUNCHER_IR, "explorer_serial_launch", Target("llvm"))
+        _state["serial"] = serial   # outside a team, omp_get_num_threads() is 1: one task
+        _launcher_slot.value = llvm.address_of_symbol("GOMP_parallel")
+        llvm.add_symbol(GOMP_LAUNCHER, ctypes.addressof(_launcher_slot))
+        os.register_at_fork(after_in_child=_serial_after_fork)
+
+
+def _serial_after_fork() -> None:
+    _launcher_slot.value = _state["serial"].address
+
+
 def prepare(runtime: str) -> None:
     """Make the symbols a module built for ``runtime`` calls resolvable in MCJIT."""
     if runtime == "gomp":
-        if not gomp_available():
-            from ...errors import BuildError
-            raise BuildError("the gomp runtime needs libgomp (libgomp.so.1), which was not "
-                             "found: install it or build with runtime='pool'")
+        _prepare_gomp()
         return
     with _lock:
         if "launch" not in _state:

@@ -45,11 +45,35 @@ def const_int(v: ir.Value):
     return None
 
 
+class TextConstant(ir.Constant):
+    """A constant written as LLVM text (``poison``, ``splat (float 1.0)``): llvmlite would
+    spell vector constants element by element, which costs time to print and to parse."""
+
+    def __init__(self, typ: ir.Type, text: str):
+        self.type = typ
+        self.constant = text
+
+    def _to_string(self) -> str:
+        return f"{self.type} {self.constant}"
+
+    def _get_reference(self) -> str:
+        return self.constant
+
+
+def poison(t: ir.Type) -> ir.Constant:
+    return TextConstant(t, "poison")
+
+
 def splat_const(t: ir.Type, value) -> ir.Constant:
     """A constant of type ``t`` (scalar or vector) with every lane ``value``."""
     if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [value] * t.count)
+        return splat_of(ir.Constant(t.element, value), t.count)
     return ir.Constant(t, value)
+
+
+def splat_of(c: ir.Constant, lanes: int) -> ir.Constant:
+    """The vector constant with every lane the scalar constant ``c``."""
+    return TextConstant(ir.VectorType(c.type, lanes), f"splat ({c.type} {c.get_reference()})")
 
 
 def suffix(t: ir.Type) -> str:
