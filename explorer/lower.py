@@ -18,7 +18,7 @@ code generators consume.
 from __future__ import annotations
 
 from .errors import LowerError
-from .ir.arith import simplify
+from .ir.arith import NonAffine, int_bounds, simplify
 from .ir.expr import EQ, Buffer, BufferLoad, Expr, IntImm, all_of, const, is_true
 from .ir.region import full_region, union_region
 from .ir.functor import (collect_loads, replace_loads, substitute, transform_stmt, walk_stmt)
@@ -32,8 +32,9 @@ def lower(func) -> PrimFunc:
         raise LowerError(f"lower takes a PrimFunc or a Schedule, not {type(func).__name__}")
     if dict(func.attrs).get("lowered"):
         return func
+    carry = _carried_loops(func)
     body = _lower_blocks(func.body, {})
-    body = _compact(body, func)
+    body = _compact(body, func, carry)
     return PrimFunc(func.name, func.params, body, (), func.attrs + (("lowered", True),))
 
 
@@ -80,18 +81,38 @@ def _lower_realize(r: BlockRealize, ranges: dict) -> Stmt:
 
 # -------------------------------------------------------------- compaction
 
+def _carried_loops(func: PrimFunc) -> dict:
+    """buffer name -> loops across whose iterations a reduction carries its value
+    (the buffer must outlive them: it is allocated above the outermost)."""
+    from .ir.functor import expr_vars
+    carry: dict = {}
+    for node, path in walk_stmt(func.body):
+        if not isinstance(node, BlockRealize) or not node.block.is_reduction:
+            continue
+        r_vars = set()
+        for iv, v in zip(node.block.iter_vars, node.iter_values):
+            if iv.kind == "R":
+                r_vars |= expr_vars(v)
+        names = {p.var.name for p in path if isinstance(p, For) and p.var.name in r_vars}
+        carry.setdefault(node.block.body.buffer.name, set()).update(names)
+    return carry
+
+
 _HOIST = {"shared": ("threadIdx", "vthread"), "local": ("vthread",),
           "global": ("threadIdx", "vthread", "blockIdx")}
 
 
-def _accesses(body: Stmt) -> dict:
-    """buffer name -> list of (loop path, indices) for every load and store."""
+def _accesses(body: Stmt) -> tuple:
+    """(all, writes): buffer name -> list of (loop path, indices) of its loads and
+    stores, and of its stores alone."""
     acc: dict = {}
+    writes: dict = {}
     for node, path in walk_stmt(body):
         exprs = []
         if isinstance(node, BufferStore):
-            acc.setdefault(node.buffer.name, []).append(
-                ([p for p in path if isinstance(p, For)], node.indices))
+            site = ([p for p in path if isinstance(p, For)], node.indices)
+            acc.setdefault(node.buffer.name, []).append(site)
+            writes.setdefault(node.buffer.name, []).append(site)
             exprs = [node.value, *node.indices]
         elif isinstance(node, IfThenElse):
             exprs = [node.cond]
@@ -99,10 +120,23 @@ def _accesses(body: Stmt) -> dict:
             for ld in collect_loads(e):
                 acc.setdefault(ld.buffer.name, []).append(
                     ([p for p in path if isinstance(p, For)], ld.indices))
-    return acc
+    return acc, writes
 
 
-def _alloc_point(paths: list, scope: str) -> list:
+def _covers(outer: list, inner: list, all_ranges: dict) -> bool:
+    """Is region ``inner`` provably inside region ``outer`` (both [(lo, extent)])?"""
+    for (lo_o, ext_o), (lo_i, ext_i) in zip(outer, inner):
+        try:
+            if int_bounds(simplify(lo_i - lo_o), all_ranges)[0] < 0:
+                return False
+            if int_bounds(simplify(lo_o + ext_o - lo_i - ext_i), all_ranges)[0] < 0:
+                return False
+        except NonAffine:
+            return False
+    return True
+
+
+def _alloc_point(paths: list, scope: str, carried: set = frozenset()) -> list:
     common = paths[0]
     for p in paths[1:]:
         n = 0
@@ -112,6 +146,8 @@ def _alloc_point(paths: list, scope: str) -> list:
     hoist = _HOIST.get(scope, ())
     for n, loop in enumerate(common):
         if loop.kind == "thread" and loop.thread.split(".")[0] in hoist:
+            return common[:n]
+        if loop.var.name in carried:
             return common[:n]
     return list(common)
 
@@ -124,8 +160,8 @@ def _region(buf: Buffer, sites: list, point: list, all_ranges: dict):
     return union_region(prepared, buf.shape, all_ranges)
 
 
-def _compact(body: Stmt, func: PrimFunc) -> Stmt:
-    acc = _accesses(body)
+def _compact(body: Stmt, func: PrimFunc, carry: dict) -> Stmt:
+    acc, writes = _accesses(body)
     all_ranges = {n.var.name: (0, n.extent - 1) for n, _ in walk_stmt(body) if isinstance(n, For)}
     plan: dict = {}
     allocs: dict = {}
@@ -133,7 +169,15 @@ def _compact(body: Stmt, func: PrimFunc) -> Stmt:
         sites = acc.get(buf.name)
         if not sites:
             continue
-        point = _alloc_point([p for p, _ in sites], buf.scope)
+        point = _alloc_point([p for p, _ in sites], buf.scope, carry.get(buf.name, set()))
+        # per iteration of the point, what is read must have been written in that
+        # iteration; otherwise data flows across iterations: allocate higher
+        while point:
+            wr = _region(buf, writes.get(buf.name, []), point, all_ranges)
+            rd = _region(buf, sites, point, all_ranges)
+            if wr is not None and rd is not None and _covers(wr, rd, all_ranges):
+                break
+            point = point[:-1]
         region = _region(buf, sites, point, all_ranges)
         if region is None:
             region = full_region(buf.shape)

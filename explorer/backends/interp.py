@@ -114,7 +114,8 @@ class _PyGen:
         elif isinstance(s, Allocate):
             b = s.buffer
             n = int(np.prod(b.shape))
-            zero = "0.0" if b.dtype in FLOAT_DTYPES else "0"
+            # NaN-filled: a read before any write shows up in the result
+            zero = "nan" if b.dtype in FLOAT_DTYPES else "0"
             self.lines.append(f"{pad}b_{b.name} = _array('{_TYPECODE[b.dtype]}', [{zero}]) * {n}")
             self.stmt(s.body, d)
         elif isinstance(s, BufferStore):

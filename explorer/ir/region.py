@@ -6,7 +6,9 @@ Per dimension the union of the sites' symbolic bounds gives ``lo`` (an
 expression of the loops above the location) and a constant extent; when the
 extent is not provably constant, a constant upper bound over every loop's
 range is used (the region may then be larger than needed, never smaller).
-Regions are clamped to the buffer's shape.
+A region is not clamped to the buffer: at the edges it may reach past it (the
+loops that cover a region guard those points, as the producers' own guards
+did), so per iteration it says what is really produced there.
 """
 from __future__ import annotations
 
@@ -25,17 +27,6 @@ def _union(bounds: list, pick_min: bool) -> Expr:
     return out
 
 
-def _clamp(lo: Expr, hi: Expr, dim: int, all_ranges: dict) -> tuple:
-    try:
-        if int_bounds(lo, all_ranges)[0] < 0:
-            lo = simplify(Max(lo, const(0)))
-        if int_bounds(hi, all_ranges)[1] > dim - 1:
-            hi = simplify(Min(hi, const(dim - 1)))
-    except NonAffine:
-        pass
-    return lo, hi
-
-
 def union_region(sites: list, shape: tuple, all_ranges: dict):
     """``sites``: list of (indices, ranged). Returns [(lo, extent)] per dim, or None
     when an index is not analysable."""
@@ -49,7 +40,7 @@ def union_region(sites: list, shape: tuple, all_ranges: dict):
                 return None
             los.append(lo)
             his.append(hi)
-        lo, hi = _clamp(_union(los, True), _union(his, False), dim, all_ranges)
+        lo, hi = _union(los, True), _union(his, False)
         ext = simplify(hi - lo + 1)
         if isinstance(ext, IntImm):
             n = ext.value
@@ -58,7 +49,9 @@ def union_region(sites: list, shape: tuple, all_ranges: dict):
                 n = int_bounds(simplify(hi - lo), all_ranges)[1] + 1
             except NonAffine:
                 return None
-        out.append((lo, max(1, min(n, dim))))
+        if n >= dim and isinstance(lo, IntImm) and lo.value == 0:
+            n = dim
+        out.append((lo, max(1, n)))
     return out
 
 

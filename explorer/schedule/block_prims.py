@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir.arith import NonAffine, int_bounds, simplify
-from ..ir.expr import LT, Var, all_of, const
+from ..ir.expr import LE, LT, Var, all_of, const
 from ..ir.functor import REMOVE, replace_loads, substitute, walk_stmt
 from ..ir.region import union_region
 from ..ir.stmt import BlockRealize, BufferStore, For, TRUE
-from .tree import (Namer, children, loop_role, contains_block, find_block, find_loop, insert_in, iter_dims,
+from .tree import (Namer, body_of, children, loop_role, contains_block, find_block, find_loop, insert_in, iter_dims,
                    loads_of, loops_of, readers, realizes_under, remove_block, replace_block,
                    writers)
 
@@ -53,9 +53,11 @@ def cover_nest(block, dims: list, region: list, func, ranges: dict):
     inner_ranges.update({v.name: (0, e - 1) for v, e in zip(loop_vars, extents)})
     for iv, val in zip(block.iter_vars, values):
         try:
-            hi = int_bounds(val, inner_ranges)[1]
+            lo, hi = int_bounds(val, inner_ranges)
         except NonAffine:
-            hi = iv.extent
+            lo, hi = -1, iv.extent
+        if lo < 0:
+            guards.append(LE(const(0), val))
         if hi > iv.extent - 1:
             guards.append(LT(val, const(iv.extent)))
     stmt = BlockRealize(tuple(values), simplify(all_of(*guards)) if guards else TRUE, block)
@@ -70,6 +72,28 @@ def _region_or_fail(sites, buf, func, prim, name):
         raise ScheduleError(f"{prim}: the region of {buf.name} needed at loop {name!r} cannot be "
                             "analysed (non-affine indices)")
     return region
+
+
+def insert_reader_after(func, block: str, reader, dims: list, prim: str):
+    """Insert ``reader`` (a block reading what ``block`` writes, its iteration
+    variables mapped to the written buffer's dims by ``dims``) right after the
+    highest loop that holds ``block`` alone, covering what ``block`` writes per
+    iteration of the loops above."""
+    prod, ppath = find_block(func, block)
+    buf = prod.block.body.buffer
+    loops = loops_of(ppath)
+    anchor = len(loops)
+    while anchor > 0 and {r.block.name for r, _ in realizes_under(loops[anchor - 1])} == {block}:
+        anchor -= 1
+    parent_loops, below = loops[:anchor], loops[anchor:]
+    parent = parent_loops[-1].var.name if parent_loops else None
+    sites = access_sites(prod, [prod.block.body.indices], below,
+                         relaxed_loops(parent_loops, buf.scope))
+    region = _region_or_fail(sites, buf, func, prim, parent or "root")
+    nest = cover_nest(reader, dims, region, func, all_ranges(func))
+    kids = children(body_of(func, parent))
+    pos = max(i for i, k in enumerate(kids) if contains_block(k, {block})) + 1
+    return insert_in(func, parent, pos, nest)
 
 
 def _index_of(kids: list, names, last: bool):

@@ -9,8 +9,7 @@ from ..ir.expr import BufferLoad, Var
 from ..ir.functor import replace_loads
 from ..ir.region import full_region
 from ..ir.stmt import Block, BufferStore, IterVar
-from .block_prims import (_region_or_fail, access_sites, all_ranges, cover_nest,
-                          relaxed_loops)
+from .block_prims import cover_nest, insert_reader_after
 from .tree import (Namer, children, body_of, contains_block, find_block, insert_in, loops_of,
                    realizes_under, replace_block, writers)
 
@@ -89,19 +88,6 @@ def cache_write(func, block: str, write_index: int, scope: str):
     body = BufferStore(new_buf, _retarget(b.body.value, buf.name, new_buf), b.body.indices)
     init = b.init.with_(buffer=new_buf) if b.init is not None else None
     out = replace_block(func, block, prod.with_(block=b.with_(body=body, init=init)))
-    prod, ppath = find_block(out, block)
-    loops = loops_of(ppath)
-    anchor = len(loops)  # index of the highest loop holding only this block
-    while anchor > 0 and {r.block.name for r, _ in realizes_under(loops[anchor - 1])} == {block}:
-        anchor -= 1
-    parent_loops, below = loops[:anchor], loops[anchor:]
-    parent = parent_loops[-1].var.name if parent_loops else None
-    sites = access_sites(prod, [prod.block.body.indices], below,
-                         relaxed_loops(parent_loops, scope))
-    region = _region_or_fail(sites, new_buf, out, "cache_write", parent or "root")
     copy = _copy_block(name, new_buf, buf)
-    nest = cover_nest(copy, list(range(buf.ndim)), region, out, all_ranges(out))
-    kids = children(body_of(out, parent))
-    pos = max(i for i, k in enumerate(kids) if contains_block(k, {block})) + 1
-    out = insert_in(out, parent, pos, nest)
+    out = insert_reader_after(out, block, copy, list(range(buf.ndim)), "cache_write")
     return out.with_(alloc_buffers=out.alloc_buffers + (new_buf,)), name

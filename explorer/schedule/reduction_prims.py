@@ -6,8 +6,8 @@ from ..ir.arith import simplify
 from ..ir.expr import Add, And, BufferLoad, Max, Min, Var, all_of, is_true
 from ..ir.functor import expr_vars, substitute
 from ..ir.stmt import Block, BlockRealize, BufferStore, For, IterVar, TRUE
-from .block_prims import cover_nest
-from .tree import (Namer, children, body_of, contains_block, find_block, find_loop, insert_in,
+from .block_prims import insert_reader_after
+from .tree import (Namer, children, body_of, find_block, find_loop, insert_in, iter_dims,
                    loops_of, realizes_under, replace_block)
 
 
@@ -51,6 +51,10 @@ def decompose_reduction(func, block: str, loop: str):
             mapping[n] = v
             new_loops.append(lp.with_(var=v))
     r_loop_names = {lp.var.name for lp in inner} - set(mapping)
+    if not _injective(real, [lp for lp in inner if lp.var.name in mapping]):
+        raise ScheduleError(f"decompose_reduction: under loop {loop!r} block {block!r} computes "
+                            "some elements more than once (a recomputing compute_at?); the init "
+                            "would run once for several reductions: decompose inside that loop")
     preds = [c for c in _conjuncts(real.predicate) if not expr_vars(c) & r_loop_names]
     ivs = tuple(iv for iv in b.iter_vars if iv.kind == "S")
     vals = tuple(substitute(v, mapping) for iv, v in zip(b.iter_vars, real.iter_values)
@@ -64,6 +68,31 @@ def decompose_reduction(func, block: str, loop: str):
     kids = children(body_of(out, parent))
     pos = next(i for i, k in enumerate(kids) if isinstance(k, For) and k.var.name == loop)
     return insert_in(out, parent, pos, stmt), init_block.name
+
+
+def _injective(real, loops: list, limit: int = 1 << 20) -> bool:
+    """Do the spatial bindings take each value at most once as ``loops`` vary
+    (points the predicate excludes do not count)? Enumerated with numpy."""
+    import numpy as np
+    from ..ir.eval import evaluate
+    n = 1
+    for lp in loops:
+        n *= lp.extent
+    if n > limit:
+        return False
+    grids = np.meshgrid(*[np.arange(lp.extent) for lp in loops], indexing="ij") if loops else []
+    env = {lp.var.name: g.ravel() for lp, g in zip(loops, grids)}
+    size = n
+    keys, mult = np.zeros(size, dtype=np.int64), 1
+    for iv, v in zip(real.block.iter_vars, real.iter_values):
+        if iv.kind != "S":
+            continue
+        vals = np.broadcast_to(evaluate(v, env, default=0), (size,))
+        keys = keys + vals.astype(np.int64) * mult
+        mult *= iv.extent + 1
+    pred = np.broadcast_to(evaluate(real.predicate, env, default=0), (size,)).astype(bool)
+    keys = keys[pred]
+    return len(np.unique(keys)) == len(keys)
 
 
 def _combiner(b: Block):
@@ -138,10 +167,8 @@ def rfactor(func, loop: str, factor_axis: int):
                      BufferStore(buf, wb_val, out_idx), b.init)
     out = replace_block(func, b.name, rf_real)
     out = out.with_(alloc_buffers=out.alloc_buffers + (rf_buf,))
-    nest = cover_nest(wb_block, [None] * len(wb_block.iter_vars), [], out, {})
-    kids = children(out.body)
-    pos = max(i for i, k in enumerate(kids) if contains_block(k, {rf_block.name})) + 1
-    return insert_in(out, None, pos, nest), rf_block.name
+    dims = iter_dims(wb_block, wb_src.indices)
+    return insert_reader_after(out, rf_block.name, wb_block, dims, "rfactor"), rf_block.name
 
 
 __all__ = ["decompose_reduction", "rfactor", "TRUE"]
