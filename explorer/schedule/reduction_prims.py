@@ -51,7 +51,7 @@ def decompose_reduction(func, block: str, loop: str):
             mapping[n] = v
             new_loops.append(lp.with_(var=v))
     r_loop_names = {lp.var.name for lp in inner} - set(mapping)
-    if not _injective(real, [lp for lp in inner if lp.var.name in mapping]):
+    if not _injective(real, [lp for lp in inner if lp.var.name not in r_vars]):
         raise ScheduleError(f"decompose_reduction: under loop {loop!r} block {block!r} computes "
                             "some elements more than once (a recomputing compute_at?); the init "
                             "would run once for several reductions: decompose inside that loop")
