@@ -18,7 +18,7 @@ def test_readme_python_blocks_run(capsys):
 
 def test_readme_setup_commands_are_the_real_ones():
     text = README.read_text()
-    assert "pip install -e . && explorer demo" in text
+    assert "pip install -e . && explorer tune" in text
     assert "bash .ci/run" in text
     ci = (README.parent / ".ci" / "run").read_text()
     assert "python3 -m pytest -q" in ci and "python3 -m pytest -q" in text
