@@ -14,6 +14,7 @@ from explorer.database import Database
 from explorer.events import (CandidateMeasured, ModelUpdated, NewBest, RoundStarted,
                              TuningFinished, TuningStarted)
 from explorer.measure import Measurer
+from explorer.search import EvolutionarySearch, SimulatedAnnealing
 from explorer.space import DesignSpace, ScheduleRule
 from explorer.tune import Tuner
 
@@ -58,7 +59,8 @@ def test_tune_events_database_and_checked_records(tmp_path):
 
 def _first_round(seed, tmp):
     wl = ops.get("gemm", 32, 32, 32)
-    t = Tuner(wl, "llvm", trials=6, batch_size=6, database=tmp, seed=seed)
+    t = Tuner(wl, "llvm", trials=6, batch_size=6, database=tmp, seed=seed,
+              strategy=EvolutionarySearch(population=24, generations=1))
     got = []
     t.events.subscribe(lambda e: got.append(json.dumps(e.trace, sort_keys=True))
                        if isinstance(e, CandidateMeasured) else None)
@@ -78,7 +80,7 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     db = tmp_path / "db"
     cmd = [sys.executable, "-m", "explorer.cli", "tune", "--op", "gemm", "--shape",
            "32,32,32", "--trials", "20", "--batch-size", "4", "--db", str(db), "--no-numpy",
-           "--quiet", "--seed", "1"]
+           "--quiet", "--seed", "1", "--strategy", "replay"]
     env = dict(os.environ, PYTHONPATH=ROOT)
     p = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
@@ -124,7 +126,8 @@ def test_wrong_kernel_never_becomes_best(tmp_path):
     space = DesignSpace(wl, "llvm").add_rule(BreakResult())
     with MarkingMeasurer("llvm") as m:
         t = Tuner(wl, "llvm", trials=16, batch_size=8, database=tmp_path / "db", seed=2,
-                  space=space, measurer=m, seed_expert=False)
+                  space=space, measurer=m, seed_expert=False,
+                  strategy=EvolutionarySearch(population=24, generations=1))
         res = t.run()
     recs = Database(tmp_path / "db").records()
     broken = [r for r in recs if "test.break_result" in json.dumps(r.trace)
@@ -142,6 +145,8 @@ def _marked(trace) -> bool:
 @pytest.mark.parametrize("strategy", ["replay", "annealing"])
 def test_other_strategies_run(tmp_path, strategy):
     wl = ops.get("gemm", 32, 32, 32)
+    if strategy == "annealing":
+        strategy = SimulatedAnnealing(chains=6, steps=4)
     res = Tuner(wl, "llvm", trials=8, batch_size=4, strategy=strategy, seed=0,
                 database=tmp_path / "db").run()
     assert res.measured == 8 and res.best_gflops > 0
