@@ -141,6 +141,17 @@ def walk_stmt(s: Stmt, path: tuple = ()) -> Iterator[tuple]:
         yield from walk_stmt(k, path + (s,))
 
 
+def iter_nodes(s: Stmt) -> Iterator[Stmt]:
+    """Every statement node in pre-order (no ancestor paths: cheaper than walk_stmt)."""
+    stack = [s]
+    while stack:
+        n = stack.pop()
+        yield n
+        kids = stmt_children(n)
+        if kids:
+            stack.extend(reversed(kids))
+
+
 def realizes(s: Stmt) -> list:
     return [n for n, _ in walk_stmt(s) if isinstance(n, BlockRealize)]
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import random
 
 from ..errors import ScheduleError
-from ..ir.stmt import For, PrimFunc
+from ..ir.stmt import BlockRealize, For, PrimFunc
 from . import block_prims, cache_prims, loop_prims, reduction_prims, sampling
 from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from .trace import Instruction, Trace
 from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_under, writers)
-from ..ir.functor import walk_stmt
+from ..ir.functor import iter_nodes
 
 
 class Schedule:
@@ -114,8 +114,12 @@ class Schedule:
         if decision is not None:
             self._decisions[len(self._insts)] = decision
         self._insts.append(Instruction(kind, tuple(inputs), tuple(outputs)))
-        present_loops = {n.var.name for n, _ in walk_stmt(func.body) if isinstance(n, For)}
-        present_blocks = set(block_names(func))
+        present_loops, present_blocks = set(), set()
+        for n in iter_nodes(func.body):
+            if isinstance(n, For):
+                present_loops.add(n.var.name)
+            elif isinstance(n, BlockRealize):
+                present_blocks.add(n.block.name)
         for rv, val in self._table.items():
             if val is ROOT or val is INLINE:
                 continue

@@ -7,29 +7,50 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir.expr import BufferLoad, Var
-from ..ir.functor import REMOVE, expr_vars, transform_stmt, walk_stmt, collect_loads
+from ..ir.functor import (REMOVE, collect_loads, expr_vars, iter_nodes, stmt_children,
+                          transform_stmt, walk_stmt)
 from ..ir.stmt import Block, BlockRealize, For, PrimFunc, SeqStmt, Stmt, seq
+
+
+def _find(stmt, match) -> tuple | None:
+    """(node, ancestors) of the first node in pre-order with ``match(node)``."""
+    path: list = []
+
+    def rec(s):
+        if match(s):
+            return s
+        kids = stmt_children(s)
+        if kids:
+            path.append(s)
+            for k in kids:
+                hit = rec(k)
+                if hit is not None:
+                    return hit
+            path.pop()
+        return None
+    hit = rec(stmt)
+    return None if hit is None else (hit, tuple(path))
 
 
 def find_loop(func: PrimFunc, name: str, prim: str = "") -> tuple:
     """(For node, ancestors outermost first) of the loop called ``name``."""
-    for node, path in walk_stmt(func.body):
-        if isinstance(node, For) and node.var.name == name:
-            return node, path
+    hit = _find(func.body, lambda s: isinstance(s, For) and s.var.name == name)
+    if hit is not None:
+        return hit
     raise ScheduleError(f"{prim}: loop {name!r} is not in the function (it was removed or "
                         "replaced by an earlier primitive): get the loops again with get_loops")
 
 
 def find_block(func: PrimFunc, name: str, prim: str = "") -> tuple:
-    for node, path in walk_stmt(func.body):
-        if isinstance(node, BlockRealize) and node.block.name == name:
-            return node, path
+    hit = _find(func.body, lambda s: isinstance(s, BlockRealize) and s.block.name == name)
+    if hit is not None:
+        return hit
     raise ScheduleError(f"{prim}: block {name!r} is not in the function; blocks are: "
                         f"{', '.join(block_names(func))}")
 
 
 def block_names(func: PrimFunc) -> list:
-    return [n.block.name for n, _ in walk_stmt(func.body) if isinstance(n, BlockRealize)]
+    return [n.block.name for n in iter_nodes(func.body) if isinstance(n, BlockRealize)]
 
 
 def realizes_under(stmt: Stmt) -> list:
@@ -43,7 +64,7 @@ def loops_of(path: tuple) -> list:
 
 def used_names(func: PrimFunc) -> set:
     names = {p.name for p in func.params} | {b.name for b in func.alloc_buffers}
-    for node, _ in walk_stmt(func.body):
+    for node in iter_nodes(func.body):
         if isinstance(node, For):
             names.add(node.var.name)
         elif isinstance(node, BlockRealize):

@@ -33,24 +33,40 @@ class TuneContext:
     seed: int = 0
     rng: random.Random = field(default=None)
     measured: set = field(default_factory=set)   # structural hashes of measured functions
+    feature_cache_size: int = 4096
 
     def __post_init__(self):
         if self.rng is None:
             self.rng = random.Random(self.seed)
+        self._features: dict = {}
 
     def features(self, schedules: list) -> list:
-        """Per-store feature matrices of the candidates (for the cost model)."""
+        """Per-store feature matrices of the candidates (for the cost model), cached by
+        function: evolution proposes the same programs again and again."""
         from ..features import extract
         from ..lower import lower
-        return [extract(lower(s), self.target) for s in schedules]
+        out = []
+        for s in schedules:
+            key = func_key(s)
+            f = self._features.get(key)
+            if f is None:
+                f = extract(lower(s), self.target)
+                if len(self._features) >= self.feature_cache_size:
+                    self._features.pop(next(iter(self._features)))
+                self._features[key] = f
+            out.append(f)
+        return out
 
     def predict(self, schedules: list) -> np.ndarray:
-        """Predicted scores (higher is better); random before the model knows anything."""
+        """Predicted scores (higher is better); random while the model is untrained
+        (then no features are computed at all)."""
         if not schedules:
             return np.zeros(0)
-        if self.cost_model is None:
+        from ..cost_model import RandomModel
+        model = self.cost_model
+        if model is None or isinstance(model, RandomModel) or not getattr(model, "trained", True):
             return np.array([self.rng.random() for _ in schedules])
-        return np.asarray(self.cost_model.predict(self.features(schedules)), dtype=float)
+        return np.asarray(model.predict(self.features(schedules)), dtype=float)
 
 
 def func_key(sch) -> int:
