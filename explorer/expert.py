@@ -1,0 +1,199 @@
+"""Expert schedules: hand-chosen points of the default CPU design space.
+
+An expert schedule here is not a separate hand-written program: it is a sketch
+of ``DesignSpace(workload, "llvm")`` (multi-level tiling SSRSRS with the write
+cache at level 2) with decisions picked by the rules of thumb for this
+machine (``shared/LLVM-NOTES.md``), so a tuner can seed its population with it
+and never ends worse than it::
+
+    sch = expert_schedule(ops.gemm(1024, 1024, 1024))
+    trace = expert_trace(ops.gemm(1024, 1024, 1024))   # the same, as a trace
+
+The shape for a contraction ``C[.., i, j] += A[.., i, k] * B[.., k, j]``
+(measured on this 2-core AVX-512 machine, see the tests and the closing notes):
+
+- a register tile of ``MR`` rows x ``NR`` columns, 16 vector accumulators (4 x 64
+  for gemm 1024: 4 rows x 4 vectors of 16 floats), held in the ``local`` write
+  cache at tile level 2, which lowering sizes to the tile, so LLVM keeps it in
+  registers for the whole reduction;
+- the panel of B that a column tile reads packed into contiguous memory once per
+  task (the space's read cache at level 1): unpacked, the 4 KB row stride of B
+  maps a panel onto a few L1 sets and the kernel runs at a third of the speed;
+- per reduction step: load the ``NR`` columns of B, broadcast one A value per row,
+  fused multiply-add (the inner ``j`` vectorized, the ``MR`` rows unrolled);
+- the column tiles in parallel (one packed panel per task, reused by all its
+  row blocks), the init of the accumulators split from the update.
+
+For conv2d (NCHW) the register tile is ``k3`` output channels x ``p3`` rows x
+``q3`` columns of the output (vectorized over columns), tasks over output rows
+with the channel chunks inside (the input rows stay in cache across channels),
+the padding computed once at the root. ``dense_bias_relu`` reads its weight as
+``W[j, k]``: no contiguous panel to pack, the columns are gathered, and the
+bias and relu run on the register tile (the consumer fused at tile level 2).
+"""
+from __future__ import annotations
+
+from .backends.target import as_target
+from .ir.stmt import PrimFunc
+from .schedule.tree import find_block
+from .space import DesignSpace
+from .space import analysis as A
+from .space.errors import SpaceError
+from .space.replay import producers_of
+
+SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d")
+VECTOR_LANES = 16
+UNROLL_STEP = 64          # unroll the micro-kernel, keep the reduction loop a loop
+
+
+def expert_trace(workload, target="llvm"):
+    """The expert schedule of ``workload`` as a trace of the default space of ``target``
+    (decisions included). Supported: gemm, batch_matmul, dense_bias_relu, conv2d NCHW."""
+    target = as_target(target)
+    name = getattr(workload, "name", None)
+    if name not in SUPPORTED or isinstance(workload, PrimFunc):
+        raise SpaceError(f"no expert schedule for {getattr(workload, 'key', workload)!r}: "
+                         f"expert schedules exist for {', '.join(SUPPORTED)}; use "
+                         "DesignSpace(...).sample or a tuner for other operators")
+    if target.is_gpu:
+        raise SpaceError("expert schedules are written for the llvm (CPU) target; for cuda "
+                         "sample DesignSpace(workload, 'cuda') or tune")
+    if name == "conv2d" and dict(workload.params)["layout"] != "NCHW":
+        raise SpaceError("the conv2d expert schedule is written for the NCHW layout")
+    space = DesignSpace(workload, target)
+    plan = _tile_plan(workload, target)
+    level = plan.pop("_cache_level", 2)
+    packed = plan.pop("_packed", True)
+    try:
+        trace = sketch_with_write_cache(space, level, packed)
+    except SpaceError:
+        trace = sketch_with_write_cache(space, level, False)   # nothing to pack
+    return _with_decisions(trace, space, plan)
+
+
+def expert_schedule(workload, target="llvm"):
+    """The expert schedule of ``workload`` (see ``expert_trace``), postprocessed."""
+    trace = expert_trace(workload, target)
+    space = DesignSpace(workload, target)
+    sch = space.apply(trace)
+    if sch is None:
+        raise SpaceError(f"the expert trace of {workload.key} is not valid in its space: "
+                         f"{space.last_error}")
+    return sch
+
+
+# ------------------------------------------------------------------ decisions
+
+def _tile_plan(wl, target) -> dict:
+    """Iteration variable name -> tile factors (4 levels spatial, 2 reduction)."""
+    p = dict(wl.params)
+    if wl.name == "conv2d":
+        return _conv_nchw(p)
+    # dense reads W[j, k]: its columns are gathered, wide vectors gather badly (measured,
+    # dense_bias_relu 512, 1 thread: 4 x 64 10 GFLOP/s, 8 x 32 44)
+    plan = _contraction(p["M"], p["N"], p["K"], gathered=wl.name == "dense_bias_relu")
+    if wl.name == "batch_matmul":
+        plan["b"] = [p["B"], 1, 1, 1]     # one batch per task
+    return plan
+
+
+def _contraction(m: int, n: int, k: int, gathered: bool = False) -> dict:
+    """Column tiles of ``NR`` (up to 4 vectors) in parallel, ``MR`` rows per register
+    tile so that ``MR x NR / 16 <= 16`` accumulators, the reduction in blocks of 64."""
+    nr = _pick(n, (32, 16, 8) if gathered else (64, 32, 48, 16, 8, 24))
+    vectors = -(-nr // VECTOR_LANES)
+    mr = _pick(m, tuple(r for r in (8, 6, 7, 5, 4, 3, 2) if r * vectors <= 16), limit=1)
+    return {"i": [1, m // mr, 1, mr], "j": [n // nr, 1, 1, nr], "k": _reduction(k)}
+
+
+def _conv_nchw(p: dict) -> dict:
+    """Register tile: ``k3`` output channels x ``p3`` rows x ``q3`` columns (16
+    accumulators); tasks over output rows, the channel chunks inside, so one task
+    reuses its input rows from cache across all output channels."""
+    from .ops import _out_size
+    st, pad, dil = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
+    P = _out_size("conv2d", "H", p["H"], p["R"], st[0], pad[0], dil[0])
+    Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
+    q3 = _pick(Q, tuple(range(min(Q, 2 * VECTOR_LANES), 0, -1)))
+    vectors = -(-q3 // VECTOR_LANES)
+    k3 = _pick(p["K"], (8, 4, 2), limit=1)
+    p3 = _pick(P, tuple(r for r in (4, 2, 1) if k3 * r * vectors <= 16), limit=1)
+    return {"n": [p["N"], 1, 1, 1], "k": [1, p["K"] // k3, 1, k3], "p": [P // p3, 1, 1, p3],
+            "q": [1, Q // q3, 1, q3], "rc": [p["C"], 1], "ry": [1, p["R"]], "rx": [1, p["S"]]}
+
+
+def _reduction(ext: int) -> list:
+    inner = _pick(ext, ())
+    return [ext // inner, inner]
+
+
+def _pick(extent: int, prefs, limit: int = 64) -> int:
+    """The first of ``prefs`` that divides ``extent``, else its largest divisor <= limit."""
+    for f in prefs:
+        if f <= extent and extent % f == 0:
+            return f
+    return max(d for d in range(1, min(extent, limit) + 1) if extent % d == 0)
+
+
+def _pair(v):
+    return v if isinstance(v, tuple) else (v, v)
+
+
+# ------------------------------------------------------------------ the sketch
+
+def sketch_with_write_cache(space, level: int, packed: bool = False):
+    """The trace of the multi-level-tiling sketch of ``space`` whose write cache (or fused
+    consumer) sits at tile level ``level`` (0: the sketch without one), with or without
+    the packed copy of an input (multi-level tiling's read cache)."""
+    for sk in space.sketches:
+        tr = sk.trace
+        if any(i.kind == "cache_read" for i in tr.insts) != packed:
+            continue
+        if _write_cache_level(tr) == level:
+            return tr
+    raise SpaceError(f"{space} has no sketch with a write cache at tile level {level}"
+                     f"{' and a packed input' if packed else ''}")
+
+
+def _write_cache_level(trace) -> int:
+    defined = producers_of(trace)
+    for ins in trace.insts:
+        if ins.kind == "reverse_compute_at":
+            src = trace.insts[defined[ins.inputs[1]]]
+            if src.kind == "split":
+                return src.outputs.index(ins.inputs[1]) + 1
+    return 0
+
+
+def _with_decisions(trace, space, plan: dict):
+    defined = producers_of(trace)
+    func = space.func
+    out = trace
+    for idx in trace.sampling_indices():
+        ins = trace.insts[idx]
+        if ins.kind == "sample_perfect_tile":
+            out = out.with_decision(idx, _tile_decision(trace, defined, func, ins, plan))
+        elif ins.kind == "sample_categorical" and _is_unroll(trace, ins):
+            out = out.with_decision(idx, list(ins.inputs[0]).index(UNROLL_STEP))
+        elif ins.kind == "sample_compute_location":
+            out = out.with_decision(idx, -1)  # padding computed once, at the root
+    return out
+
+
+def _tile_decision(trace, defined, func, ins, plan: dict) -> list:
+    loop = ins.inputs[0]
+    src = trace.insts[defined[loop]]
+    block = src.inputs[0]
+    block_name = trace.insts[defined[block]].inputs[0]
+    iv = find_block(func, block_name)[0].block.iter_vars[src.outputs.index(loop)]
+    name = iv.var.name[2:] if iv.var.name.startswith("v_") else iv.var.name
+    factors = plan.get(name)
+    if factors is None or len(factors) != ins.inputs[1]:
+        raise SpaceError(f"expert plan has no {ins.inputs[1]}-level tiling for {name!r}")
+    return list(factors)
+
+
+def _is_unroll(trace, ins) -> bool:
+    rv = ins.outputs[0]
+    return any(i.kind == "annotate" and i.inputs[1] in (A.UNROLL_EXPLICIT, A.UNROLL_IMPLICIT)
+               and i.inputs[2] is rv for i in trace.insts)

@@ -1,0 +1,56 @@
+"""Mutate parallel: fuse a different number of outer loops into the parallel loop."""
+from __future__ import annotations
+
+from ...errors import ExplorerError
+from ...schedule import Schedule
+from ...schedule.tree import block_names
+from .. import analysis as A
+from ..mutator import Mutator
+from ..postprocs.parallel_vectorize_unroll import plan_parallel_vectorize
+from ..replay import replay, with_input
+
+
+class MutateParallel(Mutator):
+    """Change the parallel extent limit (``meta_schedule.parallel``) to a value that fuses
+    a different number of outer loops, judged on the loops the trace builds."""
+
+    def apply(self, trace, rng, workload):
+        sites = [i for i, ins in enumerate(trace.insts)
+                 if ins.kind == "annotate" and ins.inputs[1] == A.PARALLEL]
+        if not sites:
+            return None
+        try:
+            sch = Schedule(workload, seed=0)
+            replay(trace, sch)
+        except ExplorerError:
+            return None
+        current = trace.insts[sites[0]].inputs[2]
+        blocks = [n for n in block_names(sch.func)
+                  if A.PARALLEL in A.block_annotations(sch.func, n)]
+        limits = sorted({p for n in blocks for p in _prefix_products(sch.func, n)})
+        plan = _plans(sch.func, blocks, current)
+        others = [v for v in limits if _plans(sch.func, blocks, v) != plan]
+        if not others:
+            return None
+        value = rng.choice(others)
+        for i in sites:
+            trace = with_input(trace, i, 2, value)
+        return trace
+
+
+def _prefix_products(func, block: str) -> list:
+    """Parallel limits that fuse exactly 1, 2, ... outer loops of ``block``."""
+    _, loops = A.realize_of(func, block)
+    out, prod = [1], 1
+    for lp in loops:
+        if A.loop_iter_type(func, lp.var.name) != "S" or not A.is_free(lp):
+            break
+        prod *= lp.extent
+        out.append(prod)
+    return out[:-1] if len(out) > 1 else []
+
+
+def _plans(func, blocks: list, limit) -> tuple:
+    return tuple(plan_parallel_vectorize(func, b, limit,
+                                         A.block_annotations(func, b).get(A.VECTORIZE))[0]
+                 for b in blocks)

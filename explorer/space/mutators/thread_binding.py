@@ -1,0 +1,23 @@
+"""Mutate thread binding: pick another number of threads for an auto-bound loop."""
+from __future__ import annotations
+
+from ..mutator import Mutator
+from .unroll import categorical_uses, other_choice
+
+
+class MutateThreadBinding(Mutator):
+    """Change a sampled thread count: a ``sample_categorical`` whose value splits a loop
+    whose part is then bound to threadIdx.x (auto-bind, cross-thread reduction)."""
+
+    def apply(self, trace, rng, workload):
+        bound = {ins.inputs[0] for ins in trace.insts
+                 if ins.kind == "bind" and ins.inputs[1].startswith("threadIdx")}
+
+        def splits_bound_loop(ins, x) -> bool:
+            if ins.kind != "split":
+                return False
+            return any(f is x and out in bound for f, out in zip(ins.inputs[1], ins.outputs))
+
+        cands = [i for i in categorical_uses(trace, splits_bound_loop)
+                 if len(trace.insts[i].inputs[0]) > 1]
+        return other_choice(trace, rng.choice(cands), rng) if cands else None

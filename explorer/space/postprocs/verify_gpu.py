@@ -1,0 +1,157 @@
+"""Verify GPU code: reject a candidate that breaks the limits of the target GPU."""
+from __future__ import annotations
+
+import math
+
+from ...ir.functor import collect_loads, substitute, walk_stmt
+from ...ir.region import union_region
+from ...ir.stmt import BlockRealize, For, SeqStmt
+from ...schedule.tree import loops_of, realizes_under
+from .. import analysis as A
+from ..errors import PostprocError
+from ..postproc import Postproc
+
+_BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
+# thread axes whose iterations share a buffer of the scope (MetaSchedule's
+# CanRelaxStorageUnderThread; local buffers count once per virtual thread)
+_SHARED_BY = {"shared": ("threadIdx", "vthread"), "local": ("vthread",)}
+
+
+class VerifyGPUCode(Postproc):
+    """Check every kernel (top-level loop nest) against the target: threads per block
+    (``max_threads_per_block``), one extent per thread axis, virtual threads, shared
+    memory bytes per block (``max_shared_memory_per_block``), local bytes per thread,
+    vector widths (at most ``max_vector_bytes``), the thread range multi-level tiling
+    asked for, and that all work is bound to threads.
+
+    Buffer sizes are the regions touched per iteration of the innermost loop around all
+    uses (widened over the threads that share the buffer), as MetaSchedule's
+    ``CompactBufferAllocation`` sizes them. ``explorer.lower`` currently widens shared
+    buffers over the serial loops between the threads and the uses as well (a reduction
+    tile would count the whole reduction), so this check does its own sizing.
+    """
+
+    def __init__(self, max_vector_bytes: int = 16, max_vthread: int = 8):
+        self.max_vector_bytes = max_vector_bytes
+        self.max_vthread = max_vthread
+
+    def precheck(self, sch) -> None:
+        """The thread range multi-level tiling asked for: the other postprocessors bind
+        no thread that changes it."""
+        self._check_thread_ranges(sch.func)
+
+    def apply(self, sch) -> None:
+        func, t = sch.func, self.target
+        self._check_thread_ranges(func)
+        use = footprints(func)
+        for kernel in _kernels(func.body):
+            self._check_kernel(kernel, t)
+            name = kernel.var.name
+            for scope, limit, what in (("shared", t.max_shared_memory_per_block, "per block"),
+                                       ("local", t.max_local_memory_per_block, "per thread")):
+                nbytes = sum(n for (k, s), n in use.items() if k == name and s == scope)
+                if nbytes > limit:
+                    raise PostprocError(f"kernel at loop {name!r} needs {nbytes} bytes of {scope} "
+                                        f"memory {what}, more than the target's {limit}")
+
+    def _check_kernel(self, kernel: For, t) -> None:
+        extents: dict = {}
+        for node, _ in walk_stmt(kernel):
+            if isinstance(node, For) and node.kind == "thread":
+                extents.setdefault(node.thread, set()).add(node.extent)
+            elif isinstance(node, For) and node.kind == "vectorized":
+                self._check_vector(node)
+        name = kernel.var.name
+        if not any(tag.startswith(("blockIdx", "threadIdx")) for tag in extents):
+            raise PostprocError(f"kernel at loop {name!r} is not bound to GPU threads; bind "
+                                "its outer loops to blockIdx.x and threadIdx.x")
+        for tag, exts in extents.items():
+            if len(exts) > 1:
+                raise PostprocError(f"kernel at loop {name!r}: loops bound to {tag} have "
+                                    f"different extents {sorted(exts)}; a kernel has one "
+                                    f"{tag} extent")
+        threads = math.prod(max(e) for tag, e in extents.items() if tag.startswith("threadIdx"))
+        if threads > t.max_threads_per_block:
+            raise PostprocError(f"kernel at loop {name!r} uses {threads} threads per block, more "
+                                f"than the target's {t.max_threads_per_block}")
+        vthreads = math.prod(max(e) for tag, e in extents.items() if tag.startswith("vthread"))
+        if vthreads > self.max_vthread:
+            raise PostprocError(f"kernel at loop {name!r} uses {vthreads} virtual threads, more "
+                                f"than {self.max_vthread}")
+
+    def _check_vector(self, loop: For) -> None:
+        for r, _ in realizes_under(loop.body):
+            width = loop.extent * _BYTES.get(r.block.body.buffer.dtype, 4)
+            if width > self.max_vector_bytes:
+                raise PostprocError(f"vectorized loop {loop.var.name!r} of extent {loop.extent} "
+                                    f"moves {width} bytes at once; GPU vectors hold at most "
+                                    f"{self.max_vector_bytes}")
+
+    @staticmethod
+    def _check_thread_ranges(func) -> None:
+        for node, path in walk_stmt(func.body):
+            if not isinstance(node, BlockRealize):
+                continue
+            anns = dict(node.block.annotations)
+            if A.THREAD_EXTENT_LOW not in anns:
+                continue
+            threads = A.thread_extent(path)
+            low, high = anns[A.THREAD_EXTENT_LOW], anns[A.THREAD_EXTENT_HIGH]
+            if not low <= threads <= high:
+                raise PostprocError(f"block {node.block.name!r} runs on {threads} threads per "
+                                    f"block; its tiling asks for {low} to {high}")
+
+
+def footprints(func) -> dict:
+    """{(kernel loop name, scope): bytes} of the shared and local buffers of ``func``."""
+    out: dict = {}
+    all_ranges = {n.var.name: (0, n.extent - 1) for n, _ in walk_stmt(func.body)
+                  if isinstance(n, For)}
+    for buf in func.alloc_buffers:
+        if buf.scope not in _SHARED_BY:
+            continue
+        sites = _sites(func, buf.name)
+        if not sites:
+            continue
+        lca = _common_prefix([p for p, _ in sites])
+        keep = {lp.var.name for lp in lca if not (lp.kind == "thread" and lp.thread.split(".")[0]
+                                                   in _SHARED_BY[buf.scope])}
+        prepared = [(idx, {lp.var.name: (0, lp.extent - 1) for lp in path
+                           if lp.var.name not in keep}) for path, idx in sites]
+        region = union_region(prepared, buf.shape, all_ranges)
+        shape = [ext for _, ext in region] if region is not None else list(buf.shape)
+        key = (sites[0][0][0].var.name if sites[0][0] else "", buf.scope)
+        out[key] = out.get(key, 0) + math.prod(shape) * _BYTES.get(buf.dtype, 4)
+    return out
+
+
+def _sites(func, name: str) -> list:
+    sites = []
+    for r, path in realizes_under(func.body):
+        b = r.block
+        bind = {iv.var.name: v for iv, v in zip(b.iter_vars, r.iter_values)}
+        idxs = [ld.indices for ld in collect_loads(b.body.value) if ld.buffer.name == name]
+        if b.body.buffer.name == name:
+            idxs.append(b.body.indices)
+        loops = loops_of(path)
+        sites += [(loops, tuple(substitute(i, bind) for i in idx)) for idx in idxs]
+    return sites
+
+
+def _common_prefix(paths: list) -> list:
+    common = list(paths[0])
+    for p in paths[1:]:
+        n = 0
+        while n < len(common) and n < len(p) and common[n].var == p[n].var:
+            n += 1
+        common = common[:n]
+    return common
+
+
+def _kernels(body) -> list:
+    """The outermost loops of a function body (through sequences)."""
+    if isinstance(body, For):
+        return [body]
+    if isinstance(body, SeqStmt):
+        return [k for s in body.stmts for k in _kernels(s)]
+    return []

@@ -1,0 +1,11 @@
+"""The schedule rules of the default design spaces (one class per file)."""
+from .add_rfactor import AddRFactor
+from .auto_bind import AutoBind
+from .auto_inline import AutoInline
+from .cross_thread_reduction import CrossThreadReduction
+from .multi_level_tiling import MultiLevelTiling, ReuseConfig
+from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
+from .random_compute_location import RandomComputeLocation
+
+__all__ = ["AddRFactor", "AutoBind", "AutoInline", "CrossThreadReduction", "MultiLevelTiling",
+           "ReuseConfig", "ParallelizeVectorizeUnroll", "RandomComputeLocation"]

@@ -1,0 +1,35 @@
+"""Cross-thread reduction (GPU): let the threads of a block share one reduction."""
+from __future__ import annotations
+
+from .. import analysis as A
+from ..rule import ScheduleRule
+from .add_rfactor import reorder_and_fuse_reduction_loops
+
+
+class CrossThreadReduction(ScheduleRule):
+    """For a reduction with little spatial parallelism: fuse its reduction loops, split
+    them ``[None, t]`` with ``t`` sampled from ``thread_extents`` and bind the inner part
+    to threadIdx.x (a sketch), besides the unchanged schedule (another).
+
+    Differs from MetaSchedule: no fusion of the reduction into its consumer's loops
+    (MetaSchedule's step 3); the reduction keeps a kernel of its own.
+    """
+
+    def __init__(self, thread_extents=(4, 8, 16, 32, 64, 128, 256, 512)):
+        self.thread_extents = tuple(thread_extents)
+
+    def apply(self, sch, block) -> list:
+        t = self.target
+        if t is None or not t.is_gpu:
+            return [sch]
+        if not A.needs_rfactor(sch.func, sch.get(block), t.max_threads_per_block, t.warp_size):
+            return [sch]
+        cands = [x for x in self.thread_extents if x <= t.max_threads_per_block]
+        if not cands:
+            return [sch]
+        new = sch.copy()
+        extent = new.sample_categorical(cands, [1.0 / len(cands)] * len(cands))
+        fused, _ = reorder_and_fuse_reduction_loops(new, block)
+        _, inner = new.split(fused, [None, extent])
+        new.bind(inner, "threadIdx.x")
+        return [new, sch]

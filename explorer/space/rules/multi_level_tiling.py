@@ -1,0 +1,228 @@
+"""Multi-level tiling: the rule that gives a reduction with data reuse its tile structure.
+
+For ``C[i, j] += A[i, k] * B[k, j]`` and the CPU structure ``"SSRSRS"`` every
+spatial loop is split in four by ``sample_perfect_tile`` and every reduction
+loop in two, then reordered as ``i0 j0 | i1 j1 | k0 | i2 j2 | k1 | i3 j3``::
+
+    before: for i, j, k: C[i, j] += A[i, k] * B[k, j]
+    after:  for i0, j0, i1, j1, k0, i2, j2, k1, i3, j3: (same block)
+
+A write cache (``reuse_write``) accumulates a tile in a buffer of its own and
+copies it back at the end of tile level 1 or 2 (``"may"``: also a sketch
+without it). On CPU a read cache ``"may"`` at level 1 packs the panel of B a
+tile reads into a contiguous buffer (not in MetaSchedule's CPU defaults: with a
+row stride of 4 KB the unpacked panel thrashes the L1 sets and a 1024^3 gemm
+runs at half speed). On GPU (``"SSSRRSRS"``) the first three spatial levels are fused
+and bound to ``blockIdx.x``, ``vthread.x``, ``threadIdx.x``, the inputs are read
+through shared memory at level 4 (``reuse_read``) with a cooperative fetch whose
+vector length is sampled, and the output accumulates in local memory at level 3.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...schedule.tree import find_block, iter_dims
+from ...ir.functor import expr_vars
+from ..analysis import (COOPERATIVE_FETCH, THREAD_EXTENT_HIGH, THREAD_EXTENT_LOW,
+                        TILING_STRUCTURE, consumers, linear_coeff, needs_multi_level_tiling)
+from ..errors import SpaceError
+from ..rule import ScheduleRule
+
+_DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
+MAX_VECTOR_BYTES = 16  # widest GPU load (float4)
+
+
+@dataclass(frozen=True)
+class ReuseConfig:
+    """How a tile reuses data through a cache: ``req`` "no", "may" (a sketch with and one
+    without) or "must"; ``levels`` (1-based tile levels whose last loop holds the cache);
+    storage ``scope``. For read caches, ``operands`` says which inputs: "all" (as
+    MetaSchedule) or "vector" (only the input that feeds the vectorized output dimension
+    contiguously and is reused across rows: B of ``C[i, j] += A[i, k] * B[k, j]``)."""
+    req: str = "no"
+    levels: tuple = ()
+    scope: str = "global"
+    operands: str = "all"
+
+
+@dataclass
+class _State:
+    sch: object
+    block: object
+    tiles: list = field(default_factory=list)
+
+    def copy(self) -> "_State":
+        return _State(self.sch.copy(), self.block, [list(t) for t in self.tiles])
+
+
+class MultiLevelTiling(ScheduleRule):
+    """Tile a block's loop nest by ``structure`` (S: spatial level, R: reduction level)."""
+
+    def __init__(self, structure: str = "SSRSRS", tile_binds=(), max_innermost_factor: int = 64,
+                 vector_load_lens=(), reuse_read: ReuseConfig = ReuseConfig(),
+                 reuse_write: ReuseConfig = ReuseConfig(), thread_warp_size: int | None = None,
+                 max_threads_per_block: int | None = None):
+        if not structure or set(structure) - {"S", "R"}:
+            raise SpaceError(f"MultiLevelTiling: structure {structure!r} must be a string of "
+                             "'S' and 'R', e.g. 'SSRSRS'")
+        self.structure = structure
+        self.tile_binds = tuple(tile_binds)
+        self.max_innermost_factor = max_innermost_factor
+        self.vector_load_lens = tuple(vector_load_lens)
+        self.reuse_read = reuse_read
+        self.reuse_write = reuse_write
+        self.thread_warp_size = thread_warp_size
+        self.max_threads_per_block = max_threads_per_block
+
+    def initialize(self, target) -> None:
+        super().initialize(target)
+        if self.tile_binds and target is not None and target.is_gpu:
+            self.thread_warp_size = self.thread_warp_size or target.warp_size
+            self.max_threads_per_block = (self.max_threads_per_block
+                                          or target.max_threads_per_block)
+
+    def apply(self, sch, block) -> list:
+        if not needs_multi_level_tiling(sch.func, sch.get(block)):
+            return [sch]
+        sch.annotate(block, TILING_STRUCTURE, self.structure)
+        states = [self.tile_loop_nest(_State(sch, block))]
+        states = [s for st in states for s in self.add_write_reuse(st)]
+        states = [s for st in states for s in self.add_read_reuse(st)]
+        return [s.sch for s in states]
+
+    # ------------------------------------------------------------ tiling
+    def tile_loop_nest(self, st: _State) -> _State:
+        sch, block = st.sch, st.block
+        loops = sch.get_loops(block)
+        ivs = find_block(sch.func, sch.get(block))[0].block.iter_vars
+        s_idx = [i for i, c in enumerate(self.structure) if c == "S"]
+        r_idx = [i for i, c in enumerate(self.structure) if c == "R"]
+        tiles: list = [[] for _ in self.structure]
+        spatial_product = 1
+        for loop, iv in zip(loops, ivs):
+            idx = s_idx if iv.kind == "S" else r_idx
+            if iv.kind == "S":
+                spatial_product *= iv.extent
+            if len(idx) == 1:
+                tiles[idx[0]].append(loop)
+                continue
+            factors = sch.sample_perfect_tile(loop, n=len(idx),
+                                              max_innermost_factor=self.max_innermost_factor)
+            for slot, part in zip(idx, sch.split(loop, factors)):
+                tiles[slot].append(part)
+        sch.reorder(*[lp for t in tiles for lp in t])
+        for i, tag in enumerate(self.tile_binds[:len(tiles)]):
+            fused = sch.fuse(*tiles[i])
+            sch.bind(fused, tag)
+            tiles[i] = [fused]
+        if self.thread_warp_size:
+            low = self.thread_warp_size if spatial_product > 2 * self.thread_warp_size else 1
+            sch.annotate(block, THREAD_EXTENT_LOW, low)
+            sch.annotate(block, THREAD_EXTENT_HIGH, self.max_threads_per_block)
+        st.tiles = tiles
+        return st
+
+    # ------------------------------------------------------------ write reuse
+    def add_write_reuse(self, st: _State) -> list:
+        cfg = self.reuse_write
+        if cfg.req == "no":
+            return [st]
+        out = []
+        if cfg.req == "may":
+            cons = consumers(st.sch.func, st.sch.get(st.block))
+            if len(cons) == 1 and is_write_cache(st.sch.func, cons[0], st.sch.get(st.block)):
+                consumer = st.sch.get_consumers(st.block)[0]
+                for level in cfg.levels:
+                    new = st.copy()
+                    new.sch.reverse_compute_at(consumer, new.tiles[level - 1][-1])
+                    out.append(new)
+                return out + [st]
+            out.append(st.copy())
+        cache = st.sch.cache_write(st.block, 0, cfg.scope)
+        for level in cfg.levels:
+            new = st.copy()
+            new.sch.reverse_compute_at(cache, new.tiles[level - 1][-1])
+            out.append(new)
+        return out
+
+    # ------------------------------------------------------------ read reuse
+    def add_read_reuse(self, st: _State) -> list:
+        cfg = self.reuse_read
+        if cfg.req == "no":
+            return [st]
+        names = read_candidates(st.sch.func, st.sch.get(st.block), cfg.operands)
+        if not names:
+            return [st]
+        out = [st.copy()] if cfg.req == "may" else []
+        for level in cfg.levels:
+            new = st.copy()
+            sch = new.sch
+            for name in names:
+                reads = [b.name for b in find_block(sch.func, sch.get(new.block))[0].block.reads()]
+                cache = sch.cache_read(new.block, reads.index(name), cfg.scope)
+                sch.compute_at(cache, new.tiles[level - 1][-1])
+                if self.tile_binds:   # GPU: the threads of a block fetch it together
+                    ndim = len(find_block(sch.func, sch.get(cache))[0].block.iter_vars)
+                    loops = sch.get_loops(cache)
+                    sch.fuse(*loops[len(loops) - ndim:])
+                    self._annotate_cooperative_fetch(sch, cache)
+            out.append(new)
+        return out
+
+    def _annotate_cooperative_fetch(self, sch, cache) -> None:
+        dtype = find_block(sch.func, sch.get(cache))[0].block.body.buffer.dtype
+        lens = [n for n in self.vector_load_lens
+                if n * _DTYPE_BYTES.get(dtype, 4) <= MAX_VECTOR_BYTES]
+        if not lens:
+            return
+        v = sch.sample_categorical(lens, [1.0 / len(lens)] * len(lens))
+        sch.annotate(cache, COOPERATIVE_FETCH, v)
+
+
+def read_candidates(func, block: str, operands: str) -> list:
+    """Names of the inputs of ``block`` a read cache takes (see ``ReuseConfig.operands``)."""
+    b = find_block(func, block)[0].block
+    names = [buf.name for buf in b.reads()]
+    if operands == "all":
+        return names
+    spatial = [iv.var.name for iv in b.iter_vars if iv.kind == "S" and iv.extent > 1]
+    if len(spatial) < 2:
+        return []
+    inner, row = spatial[-1], spatial[-2]
+    out = []
+    for buf in b.reads():
+        idxs = b.read_indices(buf)
+        last = [linear_coeff(idx[-1], inner) for idx in idxs]
+        uses_row = any(row in expr_vars(e) for idx in idxs for e in idx)
+        if all(c == 1 for c in last) and not uses_row:
+            out.append(buf.name)
+    return out
+
+
+def is_write_cache(func, consumer: str, producer: str) -> bool:
+    """The consumer is elementwise in the producer's output (MetaSchedule's
+    ``IsWriteCache``): spatial, writes at its own iteration variables, and reads every
+    buffer at distinct iteration variables in the order of its output dimensions."""
+    r, _ = find_block(func, consumer)
+    b = r.block
+    if b.is_reduction or b.init is not None:
+        return False
+    out_dims = iter_dims(b, b.body.indices)
+    if out_dims is None or None in out_dims:
+        return False
+    pos = {iv.var.name: out_dims[n] for n, iv in enumerate(b.iter_vars)}
+    prod_buf = find_block(func, producer)[0].block.body.buffer
+    for buf in b.reads():
+        for idx in b.read_indices(buf):
+            mapped = []
+            for e in idx:
+                name = getattr(e, "name", None)
+                if name in pos:
+                    mapped.append(pos[name])
+                elif not hasattr(e, "value"):
+                    return False
+            if mapped != sorted(set(mapped)):
+                return False
+            if buf == prod_buf and len(mapped) != len(out_dims):
+                return False
+    return True

@@ -1,0 +1,117 @@
+"""Expert schedules: points of the default CPU space, correct, and fast on LLVM."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from explorer import Target, Trace, build, lower, ops
+from explorer.expert import SUPPORTED, expert_schedule, expert_trace
+from explorer.ir.functor import walk_stmt
+from explorer.ir.stmt import For
+from explorer.space import DesignSpace, SpaceError
+from explorer.space.validate import check_on_interp
+
+# long runs: marked slow, and run only with EXPLORER_SLOW=1 (pytest runs every marker)
+needs_slow = pytest.mark.skipif(not os.environ.get("EXPLORER_SLOW"),
+                                reason="a long run: set EXPLORER_SLOW=1")
+
+
+CASES = [ops.gemm(8, 12, 10), ops.gemm(64, 96, 40), ops.batch_matmul(2, 6, 8, 5),
+         ops.batch_matmul(3, 16, 32, 24), ops.dense_bias_relu(6, 8, 10),
+         ops.dense_bias_relu(24, 48, 32), ops.conv2d(1, 3, 7, 6, 4, 3, 3),
+         ops.conv2d(1, 4, 8, 8, 8, 3, 3, padding=1), ops.conv2d(2, 3, 9, 9, 4, 3, 3, stride=2)]
+
+
+def llvm_available() -> bool:
+    try:
+        build(ops.elementwise(2, 2), "llvm")
+        return True
+    except Exception:  # noqa: BLE001 - the backend is optional here
+        return False
+
+
+@pytest.mark.parametrize("wl", CASES, ids=lambda w: w.key)
+def test_expert_trace_is_a_point_of_the_default_space(wl):
+    trace = expert_trace(wl)
+    space = DesignSpace(wl, "llvm")
+    assert space.sketch_of(trace) is not None
+    assert set(trace.decisions) == set(trace.sampling_indices())   # every choice made
+    again = Trace.from_json(json.dumps(trace.as_json()))
+    sch = space.apply(again)
+    assert sch is not None, space.last_error
+    assert sch.script() == expert_schedule(wl).script()
+    check_on_interp(sch, wl)
+
+
+@pytest.mark.skipif(not llvm_available(), reason="the llvm backend does not build yet")
+@pytest.mark.parametrize("wl", CASES[1::2] + [ops.resnet18_conv("C12")], ids=lambda w: w.key)
+def test_expert_schedules_are_correct_on_llvm(wl):
+    args = wl.make_args(1)
+    build(expert_schedule(wl), "llvm")(*args)
+    wl.check(args)
+
+
+def test_expert_gemm_has_the_fast_shape():
+    sch = expert_schedule(ops.gemm(1024, 1024, 1024), Target("llvm -num-cores=2"))
+    low = lower(sch)
+    loops = {n.var.name: n for n, _ in walk_stmt(low.body) if isinstance(n, For)}
+    kinds = {(n.kind, n.extent) for n in loops.values()}
+    assert ("vectorized", 64) in kinds and ("unrolled", 4) in kinds
+    outer = low.body
+    assert isinstance(outer, For) and outer.kind == "parallel" and outer.extent == 16
+    allocs = [line.strip() for line in low.script().splitlines() if "alloc(" in line]
+    assert allocs == ['B_global = alloc([1024, 64], "float32", scope="global")',   # B panel
+                      'C_local = alloc([4, 64], "float32", scope="local")']   # 16 zmm registers
+    assert "if " not in low.script()          # init decomposed, no guards
+
+
+def test_unsupported_operators_say_what_exists():
+    with pytest.raises(SpaceError, match="expert schedules exist for gemm, batch_matmul"):
+        expert_trace(ops.softmax(4, 8))
+    with pytest.raises(SpaceError, match="NCHW"):
+        expert_trace(ops.conv2d(1, 3, 7, 6, 4, 3, 3, layout="NHWC"))
+    with pytest.raises(SpaceError, match="llvm"):
+        expert_trace(ops.gemm(8, 8, 8), "cuda")
+    assert SUPPORTED == ("gemm", "batch_matmul", "dense_bias_relu", "conv2d")
+
+
+BENCH = r"""
+import json, sys, time, numpy as np
+from explorer import ops, build
+from explorer.expert import expert_schedule
+what, n, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+wl = ops.gemm(n, n, n)
+a = wl.make_args(0)
+if what == "numpy":
+    f = lambda: a[0] @ a[1]
+else:
+    k = build(expert_schedule(wl), "llvm")
+    f = lambda: k(*a)
+for _ in range(3): f()
+ts = []
+for _ in range(reps):
+    t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+print(json.dumps(wl.flops / min(ts) / 1e9))
+"""
+
+
+@pytest.mark.slow
+@needs_slow
+@pytest.mark.skipif(not llvm_available(), reason="the llvm backend does not build yet")
+def test_expert_gemm_1024_reaches_70_percent_of_numpy(record_property):
+    """Separate processes, interleaved, best of each (the machine is shared)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    best = {"numpy": 0.0, "expert": 0.0}
+    for _ in range(5):
+        for what in best:
+            out = subprocess.run([sys.executable, "-c", BENCH, what, "1024", "20"], env=env,
+                                 capture_output=True, text=True, check=True)
+            best[what] = max(best[what], json.loads(out.stdout))
+    ratio = best["expert"] / best["numpy"]
+    record_property("gflops", best)
+    print(f"\ngemm 1024: expert {best['expert']:.1f} GFLOP/s, numpy {best['numpy']:.1f}, "
+          f"{ratio:.0%}")
+    assert ratio >= 0.7
