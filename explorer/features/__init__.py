@@ -1,0 +1,92 @@
+"""Per-store features of a lowered program: what the cost model learns from.
+
+``extract(sch_or_func, target)`` lowers its argument (a Schedule, Workload or
+PrimFunc; a lowered PrimFunc is used as is) and returns a float32 array of
+shape ``(n_stores, NUM_FEATURES)``: one row per ``BufferStore`` of the lowered
+loop nest, in program order, every value ``log2(|x| + 1)``.
+
+NUM_FEATURES = 182: MetaSchedule's ``PerStoreFeature`` layout (164 values:
+arithmetic, vectorize/unroll/parallel loops, GPU bindings, 5 buffers x 18
+access values, arithmetic-intensity curve, allocation, loop products) and a
+"target" group of 18 (cache traffic per level, vector/parallel use of the
+target, the innermost emitted loop and its straight-line body, roofline
+estimates). :mod:`explorer.features.names` says what each value means,
+:func:`feature_names` names them, :func:`feature_groups` slices them. A
+candidate's score is the sum of its rows' scores ("pack-sum"), so programs
+with different numbers of stores compare.
+
+``FEATURE_VERSION`` changes whenever a value's meaning changes: records and
+saved cost models carry it, and models refuse features of another version.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..errors import ExplorerError
+from .names import GROUPS, NAMES
+from .per_store import store_rows
+from .target import Machine
+
+FEATURE_VERSION = 1
+NUM_FEATURES = len(NAMES)
+
+
+class FeatureError(ExplorerError):
+    """Features cannot be extracted from what was given."""
+
+
+def feature_names() -> list:
+    """Readable names of the NUM_FEATURES columns, e.g. ``"vec_len"``, ``"buf0.unique_bytes"``.
+
+    ``buf0`` is the buffer with the most cache lines touched by the store, ``buf4``
+    the fifth; absent buffers are zeros."""
+    return list(NAMES)
+
+
+def feature_groups() -> dict:
+    """Group name -> slice of the columns it covers (arith, vectorize, ..., outer)."""
+    return dict(GROUPS)
+
+
+def extract(sch_or_func, target=None) -> np.ndarray:
+    """Feature rows of one candidate: float32 array (n_stores, NUM_FEATURES).
+
+    ``target`` is a Target or a target string ("llvm", "cuda"): it decides the
+    GPU group and the target group (cores, vector lanes, cache sizes). None means
+    a generic CPU (1 core, 8 lanes, 32 KB / 1 MB / 32 MB caches). Deterministic:
+    equal programs and targets give equal rows.
+    """
+    from ..lower import lower
+    func = lower(sch_or_func)
+    rows = store_rows(func, _machine(target))
+    if not rows:
+        return np.zeros((0, NUM_FEATURES), dtype=np.float32)
+    raw = np.asarray(rows, dtype=np.float64)
+    if raw.shape[1] != NUM_FEATURES:  # a bug, not a user error: say where
+        raise FeatureError(f"feature rows have {raw.shape[1]} values, expected {NUM_FEATURES}")
+    return np.log2(np.abs(raw) + 1.0).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=16)
+def _machine_of_string(text: str) -> Machine:
+    from ..backends.target import as_target  # Target("llvm") reads the host: once per string
+    return _machine(as_target(text))
+
+
+def _machine(target) -> Machine:
+    if target is None:
+        return Machine()
+    if isinstance(target, str):
+        return _machine_of_string(target)
+    if not all(hasattr(target, a) for a in ("kind", "num_cores", "vector_lanes", "l1_bytes")):
+        raise FeatureError(f"extract: target must be a Target, a target string or None, "
+                           f"not {type(target).__name__}")
+    return Machine(is_gpu=target.kind == "cuda", cores=max(1, target.num_cores or 1),
+                   lanes=target.vector_lanes,
+                   caches=(target.l1_bytes, target.l2_bytes, target.l3_bytes))
+
+
+__all__ = ["extract", "feature_names", "feature_groups", "FEATURE_VERSION", "NUM_FEATURES",
+           "FeatureError"]
