@@ -107,6 +107,21 @@ GPU_SMALL = [("gemm", dict(M=8, N=8, K=10)), ("batch_matmul", dict(B=2, M=4, N=8
              ("conv2d", dict(N=1, C=2, H=4, W=4, K=4, R=3, S=3, padding=1))]
 
 
+@pytest.mark.slow
+@needs_slow
+@pytest.mark.parametrize("name,kw", GPU_SMALL)
+def test_thousand_gpu_friendly_samples(name, kw):
+    wl = ops.get(name, **kw)
+    accepted = 0
+    for sch, reason in DesignSpace(wl, "cuda").sample_candidates(1000, seed=7):
+        if sch is None:
+            assert reason.startswith("VerifyGPUCode: "), reason
+            continue
+        accepted += 1
+        check_on_interp(sch, wl)
+    assert accepted >= 500
+
+
 @pytest.mark.parametrize("name,kw", GPU_SMALL)
 def test_gpu_samples_run_on_the_interpreter(name, kw):
     wl = ops.get(name, **kw)
