@@ -68,6 +68,10 @@ class TaskScheduler:
         self.measurer = Measurer(target, tuner_kw.pop("config", None))
         per_task = max(1, trials // len(tasks))
         self.budget = trials
+        # one model for all tasks: records of one operator help rank another
+        if tuner_kw.get("cost_model", "xgb") == "xgb":
+            from .cost_model import XGBCostModel
+            tuner_kw["cost_model"] = XGBCostModel(seed=seed)
         self.tuners = [Tuner(t.workload, target, trials=trials, database=db, seed=seed + i,
                              batch_size=batch_size, measurer=self.measurer, **tuner_kw)
                        for i, t in enumerate(tasks)]

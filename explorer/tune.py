@@ -114,7 +114,7 @@ class Tuner:
             scheds.append(sch)
             costs.append(rec.seconds)
         if scheds and self.cost_model is not None:
-            self.cost_model.update(self.context.features(scheds), costs)
+            self.cost_model.update(self.context.features(scheds), costs, groups=self.workload.key)
         return done
 
     # ------------------------------------------------------------ the loop
@@ -232,7 +232,7 @@ class Tuner:
         state["stale"] = 0 if improved else state["stale"] + 1
         metrics = _model_metrics(preds, costs)
         if self.cost_model is not None:
-            self.cost_model.update(feats, costs)
+            self.cost_model.update(feats, costs, groups=wl.key)
         self.strategy.notify_results(cands, costs)
         self.events.emit(ModelUpdated(wl.key, rnd, len(self.database.records(wl, tgt))
                                       if self.database is not None else state["trial"],
@@ -261,8 +261,9 @@ def _model_metrics(preds: list, costs: list) -> dict:
     p = [x for x, _ in pairs]
     c = [y for _, y in pairs]
     k = max(1, min(8, len(pairs) // 4))
-    return {"rank_accuracy": float(pairwise_rank_accuracy(p, c)),
-            "top_k_recall": float(top_k_recall(p, c, k))}
+    acc, rec = float(pairwise_rank_accuracy(p, c)), float(top_k_recall(p, c, k))
+    return {"rank_accuracy": None if math.isnan(acc) else acc,
+            "top_k_recall": None if math.isnan(rec) else rec}
 
 
 def _importance(model) -> tuple:
