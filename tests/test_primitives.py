@@ -322,3 +322,15 @@ def test_error_names_primitive_and_rule():
     msg = str(e.value)
     assert msg.startswith("parallel:") and "'k'" in msg and "reduction" in msg
     assert re.search(r"race", msg)
+
+
+def test_deep_loop_nests_run_on_the_interpreter():
+    wl = ops.get("gemm", 16, 16, 16)
+    s = Schedule(wl)
+    b = s.get_block("C")
+    for lp in s.get_loops(b):
+        s.split(lp, [1, 1, 2, 2, 2, 2, 1, 1])
+    assert len(s.get_loops(b)) == 24  # Python itself allows only 20 nested blocks
+    args = wl.make_args(2)
+    build(s, "interp")(*args)
+    wl.check(args)

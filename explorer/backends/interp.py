@@ -99,7 +99,9 @@ class _PyGen:
 
     def stmt(self, s: Stmt, d: int):
         pad = "    " * d
-        if isinstance(s, For):
+        if isinstance(s, For) and d >= 12 and isinstance(s.body, For):
+            self._fused_loops(s, d)
+        elif isinstance(s, For):
             self.lines.append(f"{pad}for v_{s.var.name} in range({s.extent}):")
             self.stmt(s.body, d + 1)
         elif isinstance(s, SeqStmt):
@@ -126,6 +128,21 @@ class _PyGen:
                               f"= {val}")
         else:
             raise BuildError(f"interp: unexpected statement {type(s).__name__}; lower it first")
+
+    def _fused_loops(self, s: For, d: int):
+        """Python allows 20 nested blocks: deep perfectly nested loops run as one."""
+        chain = [s]
+        while isinstance(chain[-1].body, For):
+            chain.append(chain[-1].body)
+        pad, total = "    " * d, 1
+        for lp in chain:
+            total *= lp.extent
+        self.lines.append(f"{pad}for _f{d} in range({total}):")
+        rest = f"_f{d}"
+        for lp in reversed(chain[1:]):
+            self.lines.append(f"{pad}    {rest}, v_{lp.var.name} = divmod({rest}, {lp.extent})")
+        self.lines.append(f"{pad}    v_{chain[0].var.name} = {rest}")
+        self.stmt(chain[-1].body, d + 1)
 
     def source(self) -> str:
         args = ", ".join("b_" + p.name for p in self.func.params)

@@ -78,10 +78,10 @@ class EvolutionarySearch(SearchStrategy):
                 if ctx.rng.random() >= self.mutation_prob:
                     children.append(parent)
                     continue
-                trace = ctx.space.mutate(parent.trace, ctx.rng)
-                child = ctx.space.apply(trace) if trace is not None else None
-                if child is None:
+                got = _mutate_valid(ctx.space, parent.trace, ctx.rng)
+                if got is None:
                     continue
+                child = got[1]
                 key = func_key(child)
                 if key not in seen:
                     seen[key] = child
@@ -110,6 +110,15 @@ class EvolutionarySearch(SearchStrategy):
         rest = [pool[i] for i in order[room - n_random:]]
         ctx.rng.shuffle(rest)
         return forced + best + rest[:n_random]
+
+
+def _mutate_valid(space, trace, rng):
+    """(child trace, schedule) retrying invalid children, as MetaSchedule does."""
+    if hasattr(space, "mutate_valid"):
+        return space.mutate_valid(trace, rng)
+    child = space.mutate(trace, rng)
+    sch = space.apply(child) if child is not None else None
+    return None if sch is None else (child, sch)
 
 
 def _choice(rng, weights: np.ndarray) -> int:
