@@ -269,3 +269,30 @@ def _atom_bounds(atom: Expr, ranged: dict) -> tuple[Expr, Expr]:
         lo, hi = int_bounds(atom, ranged)
         return const(lo), const(hi)
     raise NonAffine(f"cannot bound {atom}")
+
+
+def linear_coeff(e: Expr, var: str):
+    """c such that ``e == base + c * var`` with ``base`` free of ``var``; None if not affine
+    in ``var`` (used for strides of accesses and vector lanes)."""
+    from .functor import expr_vars
+    if isinstance(e, Var):
+        return 1 if e.name == var else 0
+    if isinstance(e, IntImm):
+        return 0
+    if isinstance(e, (Add, Sub)):
+        a, b = linear_coeff(e.a, var), linear_coeff(e.b, var)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(e, Add) else a - b
+    if isinstance(e, Mul):
+        a, b = linear_coeff(e.a, var), linear_coeff(e.b, var)
+        if a is None or b is None:
+            return None
+        if a == 0 and b == 0:
+            return 0
+        if a == 0 and isinstance(e.a, IntImm):
+            return e.a.value * b
+        if b == 0 and isinstance(e.b, IntImm):
+            return e.b.value * a
+        return None
+    return 0 if var not in expr_vars(e) else None

@@ -170,20 +170,31 @@ class Trace:
 
     def apply_to(self, sch, decisions: bool = True):
         """Replay on ``sch`` (a Schedule); returns it. Unset decisions are re-sampled."""
-        env: dict = {ROOT: ROOT, INLINE: INLINE}
-        for idx, ins in enumerate(self.insts):
-            args = [_map(x, env) for x in ins.inputs]
-            kw = {}
-            if ins.kind in SAMPLING and decisions and idx in self.decisions:
-                kw["decision"] = self.decisions[idx]
-            result = getattr(sch, ins.kind)(*args, **kw)
-            got = [] if result is None else list(result) if isinstance(result, list) else [result]
-            if len(got) != len(ins.outputs):
-                raise TraceError(f"replaying instruction {idx} ({ins.kind}) gave {len(got)} "
-                                 f"outputs where the trace recorded {len(ins.outputs)}: the trace "
-                                 "was made for another function")
-            env.update(zip(ins.outputs, got))
+        replay(self, sch, decisions=decisions)
         return sch
+
+
+def replay(trace: Trace, sch, upto: int | None = None, decisions: bool = True,
+           before=None) -> dict:
+    """Apply ``trace.insts[:upto]`` to ``sch``; returns the map from the trace's handles to
+    the schedule's. ``before(index, instruction, env)`` is called ahead of each one."""
+    env: dict = {ROOT: ROOT, INLINE: INLINE}
+    for idx, ins in enumerate(trace.insts[:upto]):
+        if before is not None:
+            before(idx, ins, env)
+        args = [_map(x, env) for x in ins.inputs]
+        kw = {}
+        if ins.kind in SAMPLING and decisions and idx in trace.decisions:
+            kw["decision"] = trace.decisions[idx]
+        result = getattr(sch, ins.kind)(*args, **kw)
+        got = [] if result is None else list(result) if isinstance(result, list) else [result]
+        if len(got) != len(ins.outputs):
+            raise TraceError(f"replaying instruction {idx} ({ins.kind}) gave {len(got)} "
+                             f"outputs where the trace recorded {len(ins.outputs)}: the trace "
+                             "was made for another function, or by a rule whose steps "
+                             "depend on earlier random choices")
+        env.update(zip(ins.outputs, got))
+    return env
 
 
 def _params(method) -> list:

@@ -8,6 +8,8 @@ analyses MetaSchedule's rules rely on (``GetLoopIterType``,
 """
 from __future__ import annotations
 
+from ..ir.arith import linear_coeff  # noqa: F401 (re-exported for the rules)
+
 import math
 
 from ..ir.expr import Add, Call, IntImm, Mul, Select, Sub, Var
@@ -172,25 +174,6 @@ def thread_extent(path, prefix: str = "threadIdx") -> int:
 
 
 # ------------------------------------------------------------------ strides
-
-def linear_coeff(e, var: str):
-    """c such that ``e`` is ``c * var`` plus terms free of ``var``; None if not linear."""
-    if isinstance(e, Var):
-        return 1 if e.name == var else 0
-    if isinstance(e, IntImm):
-        return 0
-    if isinstance(e, (Add, Sub)):
-        a, b = linear_coeff(e.a, var), linear_coeff(e.b, var)
-        if a is None or b is None:
-            return None
-        return a + b if isinstance(e, Add) else a - b
-    if isinstance(e, Mul):
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(y, IntImm):
-                c = linear_coeff(x, var)
-                return None if c is None else c * y.value
-    return None if var in expr_vars(e) else 0
-
 
 def access_stride(buf_shape, indices, var: str):
     """Stride in elements of ``var`` in an access (MetaSchedule: the innermost dimension

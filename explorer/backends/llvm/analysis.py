@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+from ...ir.arith import linear_coeff
+
 import functools
 
 from ...ir.expr import Add, BufferLoad, Div, Expr, FloorDiv, FloorMod, IntImm, Mul, Sub, Var
@@ -23,27 +25,7 @@ def uses_var(e: Expr, name: str) -> bool:
 
 def lane_coeff(e: Expr, lane: str):
     """c such that ``e == base + c * lane`` with ``base`` lane-invariant; None if not affine."""
-    if isinstance(e, Var):
-        return 1 if e.name == lane else 0
-    if isinstance(e, IntImm):
-        return 0
-    if isinstance(e, (Add, Sub)):
-        a, b = lane_coeff(e.a, lane), lane_coeff(e.b, lane)
-        if a is None or b is None:
-            return None
-        return a + b if isinstance(e, Add) else a - b
-    if isinstance(e, Mul):
-        a, b = lane_coeff(e.a, lane), lane_coeff(e.b, lane)
-        if a is None or b is None:
-            return None
-        if a == 0 and b == 0:
-            return 0
-        if a == 0 and isinstance(e.a, IntImm):
-            return e.a.value * b
-        if b == 0 and isinstance(e.b, IntImm):
-            return e.b.value * a
-        return None
-    return 0 if not uses_var(e, lane) else None
+    return linear_coeff(e, lane)
 
 
 def flat_index(shape: tuple, indices: tuple) -> Expr:
