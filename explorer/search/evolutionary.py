@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ExplorerError
 from ..schedule import Trace
+from ..schedule.sampling import sample_categorical
 from .base import SearchStrategy, func_key
 
 
@@ -74,7 +75,7 @@ class EvolutionarySearch(SearchStrategy):
             weights = weights / weights.sum()
             children = []
             for _ in range(len(current)):
-                parent = current[_choice(ctx.rng, weights)]
+                parent = current[sample_categorical(range(len(current)), weights, ctx.rng)]
                 if ctx.rng.random() >= self.mutation_prob:
                     children.append(parent)
                     continue
@@ -119,13 +120,3 @@ def _mutate_valid(space, trace, rng):
     child = space.mutate(trace, rng)
     sch = space.apply(child) if child is not None else None
     return None if sch is None else (child, sch)
-
-
-def _choice(rng, weights: np.ndarray) -> int:
-    x = rng.random()
-    acc = 0.0
-    for i, w in enumerate(weights):
-        acc += w
-        if x < acc:
-            return i
-    return len(weights) - 1
