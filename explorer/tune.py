@@ -68,6 +68,8 @@ class Tuner:
             raise ExplorerError(f"batch_size must be a positive int, got {batch_size!r}")
         self.workload = workload
         self.target = as_target(target)
+        from .backends import check_buildable
+        check_buildable(self.target)
         self.trials = trials
         self.seed = seed
         self.batch_size = batch_size

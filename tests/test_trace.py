@@ -175,3 +175,14 @@ def test_te_dtypes_run(dtype):
     build(f, "interp")(a, m)
     want = np.maximum((a.astype(np.float64) ** 2).sum(1), 1).astype(dtype)
     np.testing.assert_allclose(m, want, rtol=1e-6)
+
+
+def test_cuda_without_a_backend_says_what_to_do(tmp_path):
+    from explorer import BuildError
+    from explorer.tune import Tuner
+    wl = ops.get("gemm", 8, 8, 8)
+    with pytest.raises(BuildError, match="no CUDA backend in this version: run GPU schedules"):
+        build(Schedule(wl), "cuda")
+    with pytest.raises(BuildError, match="no CUDA backend"):
+        Tuner(wl, "cuda", trials=2, database=tmp_path)
+    assert not (tmp_path / "records.jsonl").exists()  # nothing half-written

@@ -29,6 +29,21 @@ def build(obj, target="llvm") -> Kernel:
         from .llvm import build_llvm
         return build_llvm(func, lowered, target)
     if target.kind == "cuda":
-        from .cuda import build_cuda
-        return build_cuda(func, lowered, target)
+        return _cuda_backend()(func, lowered, target)
     raise BuildError(f"no backend for target kind {target.kind!r}")
+
+
+def _cuda_backend():
+    """The CUDA code generator, or a BuildError saying what to do without one."""
+    try:
+        from .cuda import build_cuda
+    except ImportError:
+        raise BuildError("no CUDA backend in this version: run GPU schedules on the "
+                         "interpreter with build(sch, 'interp'), or tune for 'llvm'") from None
+    return build_cuda
+
+
+def check_buildable(target) -> None:
+    """Raise BuildError now if kernels for ``target`` cannot be built here."""
+    if as_target(target).kind == "cuda":
+        _cuda_backend()
