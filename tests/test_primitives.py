@@ -70,6 +70,18 @@ def p_cache_write(sch):
     sch.reverse_compute_at(cw, j)
 
 
+def p_transform_layout(sch):
+    b, i, j, k = _loops(sch)
+    jo, ji = sch.split(j, [None, 4])
+    sch.reorder(i, jo, k, ji)
+    b_global = sch.cache_read(b, 1, "global")
+    sch.compute_at(b_global, jo)
+    sch.transform_layout(b, ("read", 1), [1, 0])      # B_global[j, k]
+    sch.cache_write(b, 0, "local")                    # copied back under jo
+    sch.transform_layout(b, ("write", 0), [1, 0])     # C_local[j, i]
+    sch.vectorize(ji)
+
+
 def p_compute_at(sch):
     pad = sch.get_block("pad")
     _, n, k, p, q, rc, ry, rx = _loops(sch, "conv")
@@ -128,6 +140,7 @@ LEGAL = {
     "split": (gemm, p_split), "fuse": (gemm, p_fuse), "reorder": (gemm, p_reorder),
     "tile": (gemm, p_tile), "kinds": (gemm, p_kinds), "bind": (gemm, p_bind),
     "cache_read": (gemm, p_cache_read), "cache_write": (gemm, p_cache_write),
+    "transform_layout": (gemm, p_transform_layout),
     "compute_at": (lambda: ops.get("conv2d", **CONV), p_compute_at),
     "reverse_compute_at": (lambda: ops.get("dense_bias_relu", M=4, N=6, K=5),
                            p_reverse_compute_at),
@@ -206,6 +219,16 @@ ILLEGAL = [
      r"cache_read: block 'C' reads 2 buffer\(s\) \(A, B\); read_index 5 is out of range"),
     ("cache scope", gemm, gemm_loops, lambda s, b, i, j, k: s.cache_write(b, 0, "texture"),
      r"cache_write: unknown storage scope 'texture'"),
+    ("transform_layout parameter", gemm, gemm_loops,
+     lambda s, b, i, j, k: s.transform_layout(b, ("read", 0), [1, 0]),
+     r"transform_layout: A is a parameter of 'gemm'; its layout is the caller's"),
+    ("transform_layout not a permutation", gemm,
+     lambda s: (lambda b: (s.cache_read(b, 1, "global"), b)[1:])(s.get_block("C")),
+     lambda s, b: s.transform_layout(b, ("read", 1), [0, 0]),
+     r"transform_layout: axes must be a permutation of 0..1 for B_global \[8, 12\]"),
+    ("transform_layout which", gemm, gemm_loops,
+     lambda s, b, i, j, k: s.transform_layout(b, ("write", 1), [1, 0]),
+     r"writes one buffer; use \('write', 0\)"),
     ("decompose not ancestor", lambda: ops.get("dense_bias_relu", M=4, N=6, K=5),
      lambda s: (s.get_block("dense"), s.get_loops(s.get_block("relu"))[0]),
      lambda s, b, lp: s.decompose_reduction(b, lp),

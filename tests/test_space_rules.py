@@ -2,8 +2,9 @@
 reasons postprocessors give when they reject a candidate."""
 import pytest
 
-from explorer import Schedule, Target, ops
-from explorer.expert import sketch_with_write_cache
+from explorer import Schedule, Target, Trace, build, lower, ops
+from explorer.errors import ExplorerError
+from explorer.expert import expert_trace, sketch_with_write_cache
 from explorer.ir.functor import walk_stmt
 from explorer.ir.stmt import BlockRealize, For
 from explorer.space import DesignSpace, PostprocError
@@ -15,10 +16,22 @@ from explorer.space.postprocs.parallel_vectorize_unroll import (plan_parallel_ve
 from explorer.space.rules import (AddRFactor, AutoBind, AutoInline, MultiLevelTiling,
                                   ParallelizeVectorizeUnroll, RandomComputeLocation,
                                   ReuseConfig)
+from explorer.space.rules.multi_level_tiling import vector_channel_plan
 from explorer.space.validate import check_on_interp
 
 CPU = Target("llvm -num-cores=2")
 GPU = Target("cuda")
+
+
+def _llvm_builds() -> bool:
+    try:
+        build(ops.elementwise(2, 2), CPU)
+        return True
+    except ExplorerError:
+        return False
+
+
+LLVM = _llvm_builds()
 
 
 def blocks(sch) -> list:
@@ -99,6 +112,63 @@ def test_cpu_tiling_structure_and_write_cache_sketches():
                     if isinstance(n, BlockRealize) and n.block.name == "C_local")
         where.append([lp.var.name for lp in path if isinstance(lp, For)][-3])
     assert sorted(map(str, where)) == ["None", "j_0", "j_1"]   # no cache, level 1, level 2
+
+
+def _channel_sketches(sp):
+    return [s for s in sp.sketches if "transform_layout" in kinds(s.trace)]
+
+
+def test_vector_channel_sketch_vectorizes_the_output_channel_of_a_narrow_conv():
+    wl = ops.conv2d(1, 4, 7, 7, 32, 3, 3, padding=1)          # 7 columns, 32 channels
+    sp = DesignSpace(wl, CPU)
+    assert vector_channel_plan(sp.func, "conv", CPU)[0] == 1   # k, the second spatial var
+    (sk,) = _channel_sketches(sp)
+    # the conv block writes the local cache and reads the packed weight with k last
+    conv = next(n.block for n, _ in walk_stmt(sk.func.body)
+                if isinstance(n, BlockRealize) and n.block.name == "conv")
+    assert conv.body.buffer.name == "conv_local" and conv.body.buffer.shape == (1, 7, 7, 32)
+    assert [b.shape for b in conv.reads() if b.name == "W_global"] == [(4, 3, 3, 32)]
+    seen = vectorized = 0
+    for seed in range(12):
+        sch = sp.apply(Trace(sk.trace.insts, {}), seed=seed)     # decisions sampled
+        if sch is None:
+            continue
+        seen += 1
+        assert check_on_interp(sch, wl, seed) < 1e-3
+        path = next(p for n, p in walk_stmt(sch.func.body)
+                    if isinstance(n, BlockRealize) and n.block.name == "conv")
+        inner = [lp for lp in path if isinstance(lp, For)][-1]
+        assert inner.var.name.startswith("k_3")             # the channel is innermost
+        if inner.extent > 1 and A.is_single_stmt(inner):  # (not the padding's place)
+            assert inner.kind == "vectorized"               # ... and the vector
+            vectorized += 1
+        if seed < 3 and LLVM:
+            args = wl.make_args(seed)
+            build(sch, CPU)(*args)
+            wl.check(args)
+    assert seen >= 10 and vectorized >= 5
+
+
+@pytest.mark.parametrize("wl, expect", [
+    (ops.conv2d(1, 4, 8, 8, 32, 3, 3, padding=1), True),     # 8 columns: half a vector
+    (ops.conv2d(1, 4, 7, 7, 8, 3, 3, padding=1), False),     # fewer channels than lanes
+    (ops.conv2d(1, 4, 32, 32, 32, 3, 3, padding=1), False),  # 32 columns fill the vectors
+    (ops.depthwise_conv2d(1, 32, 7, 7, 3, 3, padding=1), False),   # input gathered over c
+    (ops.gemm(32, 24, 8), True),                              # A packed as [k, i]
+    (ops.gemm(32, 32, 8), False),
+    (ops.dense_bias_relu(32, 24, 8), False),                  # the consumer takes the tile
+])
+def test_vector_channel_sketch_only_where_it_fills_vectors(wl, expect):
+    sp = DesignSpace(wl, CPU)
+    assert bool(_channel_sketches(sp)) == expect
+    assert DesignSpace(wl, GPU).sketches and not _channel_sketches(DesignSpace(wl, GPU))
+
+
+def test_expert_conv_uses_the_channel_sketch_when_rows_are_narrow():
+    for name in ("C9", "C12"):
+        trace = expert_trace(ops.resnet18_conv(name), CPU)
+        assert "transform_layout" in kinds(trace)
+    assert "transform_layout" not in kinds(expert_trace(ops.gemm(64, 96, 40), CPU))
 
 
 def test_cpu_tiling_fuses_an_elementwise_consumer_instead_of_a_cache():

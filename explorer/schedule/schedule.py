@@ -17,7 +17,7 @@ import random
 
 from ..errors import ScheduleError
 from ..ir.stmt import BlockRealize, For, PrimFunc
-from . import block_prims, cache_prims, loop_prims, reduction_prims, sampling
+from . import block_prims, cache_prims, layout_prims, loop_prims, reduction_prims, sampling
 from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from .trace import Instruction, Trace
 from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_under, writers)
@@ -262,6 +262,16 @@ class Schedule:
         rv = self._new(BlockRV, new)
         self._commit(func, "cache_write", [block, write_buffer_index, storage_scope], [rv])
         return rv
+
+    def transform_layout(self, block: BlockRV, buffer, axes: list) -> None:
+        """Store buffer ``buffer`` (``("read", i)`` or ``("write", 0)``) of ``block`` with its
+        dimensions permuted: new dimension d is old dimension ``axes[d]``. Only buffers the
+        function allocates (cache_read / cache_write copies) can change: a vectorized loop
+        then walks the copy's last dimension (NCHW[x]c-style packing)."""
+        name = self._block(block, "transform_layout")
+        which = tuple(buffer) if isinstance(buffer, (list, tuple)) else buffer
+        func = layout_prims.transform_layout(self.func, name, which, axes)
+        self._commit(func, "transform_layout", [block, list(which), list(axes)], [])
 
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         """Compute producer ``block`` under ``loop``, only the region its consumers need

@@ -61,7 +61,7 @@ class MultiLevelTiling(ScheduleRule):
     def __init__(self, structure: str = "SSRSRS", tile_binds=(), max_innermost_factor: int = 64,
                  vector_load_lens=(), reuse_read: ReuseConfig = ReuseConfig(),
                  reuse_write: ReuseConfig = ReuseConfig(), thread_warp_size: int | None = None,
-                 max_threads_per_block: int | None = None):
+                 max_threads_per_block: int | None = None, vector_channel: bool = False):
         if not structure or set(structure) - {"S", "R"}:
             raise SpaceError(f"MultiLevelTiling: structure {structure!r} must be a string of "
                              "'S' and 'R', e.g. 'SSRSRS'")
@@ -73,6 +73,7 @@ class MultiLevelTiling(ScheduleRule):
         self.reuse_write = reuse_write
         self.thread_warp_size = thread_warp_size
         self.max_threads_per_block = max_threads_per_block
+        self.vector_channel = vector_channel
 
     def initialize(self, target) -> None:
         super().initialize(target)
@@ -85,10 +86,12 @@ class MultiLevelTiling(ScheduleRule):
         if not needs_multi_level_tiling(sch.func, sch.get(block)):
             return [sch]
         sch.annotate(block, TILING_STRUCTURE, self.structure)
-        states = [self.tile_loop_nest(_State(sch, block))]
+        base = self.tile_loop_nest(_State(sch, block))
+        channel = self.add_vector_channel(base.copy()) if self.vector_channel else []
+        states = [base]
         states = [s for st in states for s in self.add_write_reuse(st)]
         states = [s for st in states for s in self.add_read_reuse(st)]
-        return [s.sch for s in states]
+        return [s.sch for s in states + channel]
 
     # ------------------------------------------------------------ tiling
     def tile_loop_nest(self, st: _State) -> _State:
@@ -145,6 +148,44 @@ class MultiLevelTiling(ScheduleRule):
             out.append(new)
         return out
 
+    # ------------------------------------------------------------ vector channel
+    def add_vector_channel(self, st: _State) -> list:
+        """The sketch that vectorizes the output channel instead of the last output
+        dimension (the NCHW[x]c kernels of convolution libraries), when that dimension is
+        too narrow to fill the vector registers (``Q % lanes != 0``: 14 or 7 columns for
+        16 lanes) and an input is indexed by one spatial variable alone (the weight
+        ``W[k, c, r, s]``). The ``k`` loop goes innermost in the register tile; the write
+        cache (level 2) and the weight's packed copy (level 1) are stored with ``k``
+        last, so the vector loads and stores are contiguous::
+
+            O_local[k, p, q] += I[c, p + r, q + s] * W[k, c, r, s]      (q vectorized)
+            O_local[p, q, k] += I[c, p + r, q + s] * W_global[c, r, s, k]  (k vectorized)
+        """
+        sch, block = st.sch, st.block
+        func, name = sch.func, sch.get(block)
+        found = vector_channel_plan(func, name, self.target)
+        if found is None or consumers(func, name):
+            return []
+        v_pos, out_dim, operand, op_dim = found
+        level3 = len(self.structure) - 1 - self.structure[::-1].index("S")
+        inner = st.tiles[level3]
+        moved = inner[v_pos]
+        sch.reorder(*[lp for lp in inner if lp is not moved], moved)
+        st.tiles[level3] = [lp for lp in inner if lp is not moved] + [moved]
+        ndim = len(find_block(func, name)[0].block.body.indices)
+        cache = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(cache, st.tiles[self.structure.index("S", 1)][-1])
+        sch.transform_layout(block, ("write", 0), _last(ndim, out_dim))
+        reads = [b.name for b in find_block(sch.func, name)[0].block.reads()]
+        w = sch.cache_read(block, reads.index(operand.name), "global")
+        sch.compute_at(w, st.tiles[0][-1])
+        order = _last(operand.ndim, op_dim)
+        reads = [b.name for b in find_block(sch.func, name)[0].block.reads()]
+        sch.transform_layout(block, ("read", reads.index(sch.get(w))), order)
+        copy = sch.get_loops(w)[-operand.ndim:]     # walk the copy in its new order:
+        sch.reorder(*[copy[d] for d in order])      # contiguous stores, gathered loads
+        return [st]
+
     # ------------------------------------------------------------ read reuse
     def add_read_reuse(self, st: _State) -> list:
         cfg = self.reuse_read
@@ -177,6 +218,49 @@ class MultiLevelTiling(ScheduleRule):
             return
         v = sch.sample_categorical(lens, [1.0 / len(lens)] * len(lens))
         sch.annotate(cache, COOPERATIVE_FETCH, v)
+
+
+def _last(ndim: int, dim: int) -> list:
+    """The permutation that moves dimension ``dim`` last."""
+    return [d for d in range(ndim) if d != dim] + [dim]
+
+
+def vector_channel_plan(func, block: str, target):
+    """(position of the channel among the spatial variables, its output dimension, the
+    operand indexed by it alone, the operand's dimension) when ``block`` gains from
+    vectorizing a channel (see ``MultiLevelTiling.add_vector_channel``), else None."""
+    lanes = getattr(target, "vector_lanes", 1) if target is not None else 1
+    if lanes <= 1 or (target is not None and target.is_gpu):
+        return None
+    b = find_block(func, block)[0].block
+    spatial = [iv for iv in b.iter_vars if iv.kind == "S"]
+    if len(spatial) < 2 or spatial[-1].extent % lanes == 0:
+        return None
+    out_dims = iter_dims(b, b.body.indices)
+    if out_dims is None or any(d is None for d, iv in zip(out_dims, b.iter_vars)
+                               if iv.kind == "S"):
+        return None
+    s_names = [iv.var.name for iv in spatial]
+    for buf in b.reads():
+        idxs = b.read_indices(buf)
+        if len(idxs) != 1:
+            continue
+        used = [expr_vars(e) & set(s_names) for e in idxs[0]]
+        hit = [(d, u) for d, u in enumerate(used) if u]
+        if len(hit) != 1 or len(hit[0][1]) != 1:
+            continue
+        d, (var,) = hit[0]
+        if getattr(idxs[0][d], "name", None) != var or var == s_names[-1]:
+            continue
+        if any(var in expr_vars(e) for other in b.reads() if other != buf
+               for idx in b.read_indices(other) for e in idx):
+            continue    # a depthwise channel: the input would be gathered
+        pos = s_names.index(var)
+        if spatial[pos].extent < lanes:
+            continue
+        n = [iv.var.name for iv in b.iter_vars].index(var)
+        return pos, out_dims[n], buf, d
+    return None
 
 
 def read_candidates(func, block: str, operands: str) -> list:
