@@ -383,20 +383,25 @@ class Schedule:
         self._commit(self.func, "sample_categorical", [list(candidates), list(probs)], [rv], d)
         return rv
 
-    def compute_location_options(self, block_name: str) -> list:
-        """Legal locations for a block: -2 inline, -1 root, k = k-th loop of its consumer."""
+    def compute_location_options(self, block_name: str, only=None) -> list:
+        """Legal locations for a block: -2 inline, -1 root, k = k-th loop of its consumer.
+        With ``only`` (a location), just that one is tried: ``[only]`` when legal."""
         options = []
-        try:
-            block_prims.compute_inline(self.func, block_name)
-            options.append(-2)
-        except ScheduleError:
-            pass
-        options.append(-1)
+        if only is None or only == -2:
+            try:
+                block_prims.compute_inline(self.func, block_name)
+                options.append(-2)
+            except ScheduleError:
+                pass
+        if only is None or only == -1:
+            options.append(-1)
         r, _ = find_block(self.func, block_name)
         consumers = [c for c in readers(self.func, r.block.body.buffer.name) if c != block_name]
-        if consumers:
+        if consumers and (only is None or only >= 0):
             _, cpath = find_block(self.func, consumers[0])
             for k, lp in enumerate(loops_of(cpath)):
+                if only is not None and k != only:
+                    continue
                 try:
                     block_prims.compute_at(self.func, block_name, lp.var.name)
                     options.append(k)
@@ -405,9 +410,15 @@ class Schedule:
         return options
 
     def sample_compute_location(self, block: BlockRV, decision=None) -> LoopRV:
-        """Sample where to compute a block: ROOT, INLINE, or a loop of its consumer."""
+        """Sample where to compute a block: ROOT, INLINE, or a loop of its consumer.
+        A given decision is checked alone (each location costs a trial compute_at)."""
         name = self._block(block, "sample_compute_location")
-        d = sampling.sample_location(self.compute_location_options(name), self._rng, decision)
+        options = None
+        if isinstance(decision, int) and not isinstance(decision, bool):
+            options = self.compute_location_options(name, only=decision)
+        if not options:
+            options = self.compute_location_options(name)   # all of them: for the error
+        d = sampling.sample_location(options, self._rng, decision)
         if d < 0:
             rv = self._new(LoopRV, ROOT if d == -1 else INLINE)
         else:

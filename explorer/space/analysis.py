@@ -199,16 +199,30 @@ def vectorizable_depth(func, block: str) -> int:
     accesses = [(ld.buffer.shape, ld.indices) for ld in collect_loads(b.body.value)]
     accesses.append((b.body.buffer.shape, b.body.indices))
     best = len(loops)
+    extents = [lp.extent for lp in loops]
     for shape, idx in accesses:
         idx = tuple(substitute(i, bind) for i in idx)
-        strides = [access_stride(shape, idx, lp.var.name) for lp in loops]
-        best = min(best, _fusible(strides, [lp.extent for lp in loops]))
+        strides = _Lazy(lambda n, shape=shape, idx=idx: access_stride(shape, idx,
+                                                                     loops[n].var.name))
+        best = min(best, _fusible(strides, extents))
     return best
 
 
-def _fusible(strides: list, extents: list) -> int:
+class _Lazy:
+    """strides[n] computed on first use (the scan stops at the first loop that breaks)."""
+
+    def __init__(self, fn):
+        self.fn, self.memo = fn, {}
+
+    def __getitem__(self, n):
+        if n not in self.memo:
+            self.memo[n] = self.fn(n)
+        return self.memo[n]
+
+
+def _fusible(strides, extents: list) -> int:
     fusible, prev = 0, -1
-    for i in range(len(strides) - 1, -1, -1):
+    for i in range(len(extents) - 1, -1, -1):
         s = strides[i]
         if s == 0:
             fusible += 1

@@ -87,11 +87,17 @@ def plan_parallel_vectorize(func, block: str, max_parallel, max_vector) -> tuple
         return n_par, n_vec
     _, loops = A.realize_of(func, block)
     n = len(loops)
-    kinds = [A.loop_iter_type(func, lp.var.name) for lp in loops]
+    known: dict = {}
+
+    def kind_of(lp) -> str:     # on demand: each costs a walk of the blocks under lp
+        if lp.var.name not in known:
+            known[lp.var.name] = A.loop_iter_type(func, lp.var.name)
+        return known[lp.var.name]
+
     if max_parallel:
         n_par, prod = 0, 1
-        for lp, kind in zip(loops, kinds):
-            if kind != "S" or not A.is_free(lp):
+        for lp in loops:
+            if not A.is_free(lp) or kind_of(lp) != "S":
                 break
             n_par += 1
             prod *= lp.extent
@@ -101,9 +107,9 @@ def plan_parallel_vectorize(func, block: str, max_parallel, max_vector) -> tuple
     if max_vector:
         max_fusible = A.vectorizable_depth(func, block)
         n_vec, prod = 0, 1
-        for lp, kind in zip(reversed(loops), reversed(kinds)):
-            if (kind != "S" or n_vec >= max_fusible or not A.is_free(lp)
-                    or not A.is_single_stmt(lp)):
+        for lp in reversed(loops):
+            if (n_vec >= max_fusible or not A.is_free(lp) or not A.is_single_stmt(lp)
+                    or kind_of(lp) != "S"):
                 break
             prod *= lp.extent
             if prod > max_vector:
