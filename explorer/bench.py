@@ -42,7 +42,7 @@ from .errors import ExplorerError
 from .measure import LocalRunner, MeasureInput, MeasureResult, Measurer, RunConfig
 from .measure.baselines import baseline_pool, baseline_request
 from .measure.pool import WorkerDied, WorkerTimeout
-from .schedule import Schedule
+from .schedule import Schedule, Trace
 
 BUILD_GOAL_SECS = 0.15
 SETTLE_SECS = 0.1  # after a library call, let its spinning threads go to sleep
@@ -207,11 +207,12 @@ class Bench:
     """Pools for our kernels and each library; ``run(cases)`` gives the report."""
 
     def __init__(self, target="llvm", threads: int | None = None, rounds: int = 5,
-                 quick: bool = False, torch: bool = True, log=None):
+                 quick: bool = False, torch: bool = True, log=None, db=None):
         base = as_target(target)
         self.threads = threads or base.num_cores or os.cpu_count() or 1
         self.target = Target(f"{base} -num-cores={self.threads}") if base.kind == "llvm" else base
         self.rounds, self.quick = rounds, quick
+        self.db = db    # a tuning Database: its best record per case is the "tuned" row
         self.cfg = RunConfig(repeats=1, number=1, min_repeat_secs=0.02 if quick else 0.1,
                              warmup=1, cutoff_factor=None, run_timeout=120.0,
                              build_timeout=120.0)
@@ -256,6 +257,18 @@ class Bench:
             note = "; ".join(filter(None, [note, "one checked run (slow)"]))
         return Contender(impl, lambda: runner.run_one(inp, build), note, once=policy == "single")
 
+    def _tuned(self, wl) -> Contender:
+        """The database's best schedule for ``wl`` on this target, replayed from its trace
+        (tuned with ``explorer tune --db``; the target string must match, threads
+        included)."""
+        top = self.db.best(wl, self.target)
+        if not top:
+            return Contender("tuned", None, f"no record for this case on {self.target} in "
+                             f"{self.db.path}: run explorer tune with --db first")
+        sch = Trace.from_json(top[0].trace).apply_to(Schedule(wl))
+        n = len(self.db.records(wl, self.target))
+        return self._ours("tuned", wl, sch, f"best of {n} records")
+
     def contenders(self, wl) -> list:
         expert, note = expert_schedule_for(wl, self.target)
         if note and note not in self.notes:
@@ -263,6 +276,8 @@ class Bench:
         naive = self._ours("naive", wl, Schedule(wl), "")
         rows = [naive, Alias("expert", naive, "= the naive row: no expert schedule") if note
                 else self._ours("expert", wl, expert, "")]
+        if self.db is not None:
+            rows.append(self._tuned(wl))
         for impl, pool in self.pools.items():
             rows.append(Contender(impl, lambda p=pool, i=impl: baseline_request(
                 p, i, wl, self.cfg, self.threads), settle=SETTLE_SECS))
@@ -462,6 +477,8 @@ def add_arguments(parser) -> None:
                         help="fewer rounds, shorter repeats, naive schedule only on small cases")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument("--db", metavar="DIR", help="a tuning database (explorer tune --db): "
+                        "adds a 'tuned' row per case, its best record replayed")
     parser.add_argument("--list", action="store_true", help="list cases and groups, then exit")
 
 
@@ -483,7 +500,14 @@ def main(args) -> int:
         if v is not None and v < 1:
             raise UsageError(f"{name} must be at least 1, not {v}")
     rounds = args.repeats or (2 if args.quick else 5)
-    bench = Bench(target, args.threads, rounds, args.quick, torch=not args.no_torch)
+    db = None
+    if args.db:
+        from .database import Database
+        if not os.path.isdir(args.db):
+            raise UsageError(f"--db {args.db}: no such directory; tune first with "
+                             f"explorer tune --db {args.db}")
+        db = Database(args.db)
+    bench = Bench(target, args.threads, rounds, args.quick, torch=not args.no_torch, db=db)
     try:
         report = bench.run(cases)
     finally:

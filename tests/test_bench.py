@@ -169,3 +169,37 @@ def test_expert_rows_and_thread_scaling_with_an_expert_schedule(monkeypatch):
     assert scaling["case"] == "gemm:32,64,16" and scaling["threads"] == [1, 2]
     assert scaling["error"] is None and scaling["speedup"] > 0
     assert set(scaling["median_secs"]) == {"1", "2"}
+
+
+@pytest.mark.skipif(TARGET != "llvm", reason="tuning records need the llvm backend")
+def test_bench_db_adds_the_tuned_row_from_the_best_record(tmp_path):
+    from explorer import Target
+    from explorer.database import Database
+    from explorer.tune import Tuner
+    wl = ops.gemm(32, 48, 16)
+    target = Target("llvm -num-cores=2")
+    Tuner(wl, target, trials=6, batch_size=3, database=str(tmp_path), seed=0).run()
+    db = Database(str(tmp_path))
+    best = db.best(wl, target)[0]
+    b = bench.Bench("llvm", threads=2, rounds=2, quick=True, torch=False, log=lambda m: None,
+                    db=db)
+    try:
+        case = b.run_case(bench.resolve_cases(["gemm:32,48,16"])[0])
+        missing = b.run_case(bench.resolve_cases(["gemm:16,16,16"])[0])
+    finally:
+        b.close()
+    rows = {r["impl"]: r for r in case["rows"]}
+    tuned = rows["tuned"]
+    assert tuned["error"] is None and tuned["max_abs_error"] < 1e-4
+    assert tuned["note"] == f"best of {len(db.records(wl, target))} records"
+    assert len(tuned["samples"]) == 2 and best.seconds > 0
+    gone = {r["impl"]: r for r in missing["rows"]}["tuned"]
+    assert gone["median_secs"] is None and "run explorer tune with --db first" in gone["note"]
+
+
+def test_bench_db_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
+    from explorer.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--quick", "--cases", "gemm:8,8,8", "--db", str(tmp_path / "nope")])
+    assert exc.value.code == 2
+    assert "no such directory; tune first" in capsys.readouterr().err
