@@ -1,0 +1,75 @@
+"""Tune each case, then time the tuned kernels against numpy and PyTorch in one window.
+
+Issue 5's targets: ResNet-18 C2, C6, C9, C12 tuned >= 0.7x PyTorch's CPU conv2d
+at 256 trials each, gemm 1024^3 >= 100% of numpy at 256 trials::
+
+    python3 benchmarks/tuned_vs_libraries.py --cases conv-C2 conv-C6 conv-C9 conv-C12 \\
+        --trials 256 --db tuned_db --json tuned.json
+    python3 benchmarks/tuned_vs_libraries.py --cases gemm-1024 --trials 256 --db tuned_db
+
+Each case is tuned with ``explorer.tune.Tuner`` (evolutionary search + XGBoost,
+seeded with the expert schedule, seed 0) into ``--db``; a case that already has
+``--trials`` records there is not tuned again. Then ``explorer bench --db`` times
+the expert and the tuned kernels with numpy and PyTorch, interleaved, medians of
+``--repeats`` rounds: the ratios are taken within one run (the machine is shared).
+Unset ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` first if the environment sets
+them (they pick a slower OpenBLAS kernel here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from explorer import bench  # noqa: E402
+from explorer.backends.target import Target  # noqa: E402
+from explorer.database import Database  # noqa: E402
+from explorer.tune import Tuner  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", nargs="+", default=["conv-C2", "conv-C6", "conv-C9", "conv-C12"])
+    p.add_argument("--trials", type=int, default=256)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--db", required=True)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    threads = args.threads or len(os.sched_getaffinity(0))
+    target = Target(f"llvm -num-cores={threads}")
+    cases = bench.resolve_cases(args.cases)
+    tuning = {}
+    for case in cases:
+        wl = case.workload()
+        done = len(Database(args.db).records(wl, target)) if os.path.isdir(args.db) else 0
+        if done >= args.trials:
+            print(f"{case.name}: {done} records in {args.db}, not tuned again", flush=True)
+            continue
+        t0 = time.perf_counter()
+        res = Tuner(wl, target, trials=args.trials, database=args.db, seed=args.seed).run()
+        tuning[case.name] = {"trials": res.trials, "failed": res.failed,
+                             "best_gflops": res.best_gflops,
+                             "tuning_seconds": time.perf_counter() - t0}
+        print(f"{case.name}: tuned {res.trials} trials in {tuning[case.name]['tuning_seconds']:.0f}"
+              f" s, best {res.best_gflops:.1f} GFLOP/s, {res.failed} failed", flush=True)
+    b = bench.Bench(target, threads, args.repeats, db=Database(args.db))
+    try:
+        report = b.run(cases)
+    finally:
+        b.close()
+    report["tuning"] = tuning
+    print(bench.format_table(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
