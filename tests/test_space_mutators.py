@@ -1,5 +1,7 @@
 """Mutators: each changes what it should, keeps what it must, and most mutations
-stay valid (measured here: the issue asks >= 95% for gemm and conv2d)."""
+stay valid (measured here: the issue asks >= 95% for gemm and conv2d; on the GPU the
+tile-size mutator proposes only tilings within the target's limits)."""
+import math
 import os
 import random
 
@@ -11,6 +13,10 @@ from explorer.space import DesignSpace
 from explorer.space import analysis as A
 from explorer.space.mutators import (MutateComputeLocation, MutateParallel,
                                      MutateThreadBinding, MutateTileSize, MutateUnroll)
+from explorer.space.mutators.gpu_limits import GPUTilingLimits
+from explorer.space.mutators.unroll import categorical_uses
+from explorer.space.postprocs.verify_gpu import footprints
+from explorer.space.replay import with_input
 from explorer.space.validate import check_on_interp
 
 CPU = Target("llvm -num-cores=2")
@@ -126,19 +132,172 @@ def test_mutations_stay_valid_on_cpu(name, wl, record_property):
     assert total >= parents * 9 and share >= 0.95
 
 
-@pytest.mark.parametrize("wl", [ops.gemm(32, 32, 16), ops.conv2d(1, 2, 10, 10, 16, 3, 3)])
-def test_mutations_on_gpu_are_mostly_valid_and_retried(wl, record_property):
+@pytest.mark.parametrize("name,wl", [("gemm", ops.gemm(32, 32, 16)),
+                                     ("conv2d", ops.conv2d(1, 2, 10, 10, 16, 3, 3))])
+def test_mutations_on_gpu_stay_valid(name, wl, record_property):
+    """The issue's >= 95%, per mutation and without retries: the tile-size mutator proposes
+    only tilings within the GPU's limits. Measured before it did: 88% (gemm), 83% (conv2d)
+    of 250; now 100%. Retrying (``mutate_valid``) is kept for what the checks do not see."""
+    parents = 20 if os.environ.get("EXPLORER_SLOW") else 8
     sp = DesignSpace(wl, GPU)
     rng = random.Random(5)
+    drawn = sp.sample(parents, seed=6)
     total = valid = 0
-    for p in sp.sample(20 if os.environ.get("EXPLORER_SLOW") else 4, seed=6):
-        for _ in range(8):
+    for p in drawn:
+        for _ in range(25):
             child = sp.mutate(p.trace, rng)
             total += 1
             valid += sp.apply(child) is not None
+    record_property("valid_share", valid / total)
+    print(f"\n{wl.key}: {valid / total:.1%} of {total} GPU mutations valid without retries")
+    assert total >= 200 and valid / total >= 0.95
+    for p in drawn[:3]:
         child, sch = sp.mutate_valid(p.trace, rng)
         assert sp.apply(child).script() == sch.script()
         check_on_interp(sch, wl)
-    record_property("valid_share", valid / total)
-    print(f"\n{wl.key}: {valid / total:.1%} of {total} GPU mutations valid without retries")
-    assert valid / total >= 0.5
+
+
+# ------------------------------------------------------------ GPU limits, one by one
+# A gemm tiled "SSSRRSRS": its two spatial tilings have 5 levels, the second bound to
+# vthread.x, the third to threadIdx.x; the reduction tiling has 3, the shared-memory
+# caches sit under its first level.
+
+def gpu_gemm(target, i_tiles, j_tiles, k_tiles=None):
+    """A space for gemm 64^3 on ``target`` and a design trace with these tilings."""
+    sp = DesignSpace(ops.gemm(64, 64, 64), target)
+    trace = sp.design_trace(sp.sample(1, seed=0)[0].trace)
+    tiles = [i for i in trace.sampling_indices() if trace.insts[i].kind == "sample_perfect_tile"]
+    for i, d in zip(tiles, [i_tiles, j_tiles, k_tiles]):
+        if d is not None:
+            trace = trace.with_decision(i, d)
+    return sp, trace
+
+
+def spatial(trace) -> list:
+    return [trace.decisions[i] for i in trace.sampling_indices()
+            if trace.insts[i].kind == "sample_perfect_tile" and trace.insts[i].inputs[1] == 5]
+
+
+def threads(trace) -> int:
+    return math.prod(d[2] for d in spatial(trace))
+
+
+def vthreads(trace) -> int:
+    return math.prod(d[1] for d in spatial(trace))
+
+
+def children(mutator, trace, wl, n=60) -> list:
+    out = [mutator.apply(trace, random.Random(s), wl) for s in range(n)]
+    return [c for c in out if c is not None]
+
+
+def test_tile_size_never_proposes_more_threads_than_the_target_allows():
+    sp, trace = gpu_gemm(Target("cuda", max_threads_per_block=64), [1, 1, 8, 8, 1],
+                         [1, 1, 8, 8, 1])
+    assert sp.apply(trace) is not None and threads(trace) == 64
+    # without the check, moves into threadIdx are proposed...
+    assert any(threads(c) > 64 for c in children(MutateTileSize(), trace, sp.workload))
+    # ... with it, never; every child is valid
+    kids = children(sp.mutators[0][0], trace, sp.workload)
+    assert len(kids) == 60 and all(threads(c) <= 64 for c in kids)
+    assert all(sp.apply(c) is not None for c in kids[:20])
+    check_on_interp(sp.apply(kids[0]), sp.workload)
+
+
+def test_tile_size_keeps_the_minimum_of_one_warp():
+    sp, trace = gpu_gemm(GPU, [2, 2, 4, 4, 1], [2, 1, 8, 4, 1])
+    assert sp.apply(trace) is not None and threads(trace) == 32   # tiling asks 32..1024
+    assert any(threads(c) < 32 for c in children(MutateTileSize(), trace, sp.workload))
+    kids = children(sp.mutators[0][0], trace, sp.workload)
+    assert kids and all(threads(c) >= 32 for c in kids)
+    assert all(sp.apply(c) is not None for c in kids[:20])
+
+
+def test_tile_size_keeps_at_most_eight_virtual_threads():
+    sp, trace = gpu_gemm(GPU, [1, 4, 4, 4, 1], [1, 2, 8, 4, 1])
+    assert sp.apply(trace) is not None and vthreads(trace) == 8
+    free = children(MutateTileSize(), trace, sp.workload)
+    assert any(vthreads(c) > 8 for c in free)
+    assert any("virtual threads" in (sp.apply(c) is None and sp.last_error or "")
+               for c in free if vthreads(c) > 8)
+    kids = children(sp.mutators[0][0], trace, sp.workload)
+    assert kids and all(vthreads(c) <= 8 for c in kids)
+    assert all(sp.apply(c) is not None for c in kids[:20])
+
+
+def test_tile_size_keeps_the_shared_memory_within_the_limit():
+    tiles = ([1, 1, 8, 8, 1], [1, 1, 8, 8, 1], [8, 8, 1])
+    sp, trace = gpu_gemm(GPU, *tiles)
+    used = sum(n for (_, scope), n in footprints(sp.apply(trace).func).items()
+               if scope == "shared")
+    sp, trace = gpu_gemm(Target("cuda", max_shared_memory_per_block=used), *tiles)
+    assert sp.apply(trace) is not None
+    rejected = [sp.last_error for c in children(MutateTileSize(), trace, sp.workload)
+                if sp.apply(c) is None]
+    assert any("shared memory" in r for r in rejected)
+    kids = children(sp.mutators[0][0], trace, sp.workload, n=40)
+    assert kids and all(sp.apply(c) is not None for c in kids)
+    check_on_interp(sp.apply(kids[-1]), sp.workload)
+
+
+def test_tile_size_is_none_when_no_move_is_legal():
+    sp, trace = gpu_gemm(GPU, [1, 1, 8, 8, 1], [1, 1, 8, 8, 1])
+    m = MutateTileSize()
+    m.initialize(Target("cuda", max_shared_memory_per_block=4))   # no tile fits in 4 bytes
+    assert all(m.apply(trace, random.Random(s), sp.workload) is None for s in range(10))
+    assert MutateTileSize().apply(trace, random.Random(0), sp.workload) is not None
+
+
+def test_fetch_vector_length_fits_a_gpu_vector():
+    sp, trace = gpu_gemm(GPU, [1, 1, 8, 8, 1], [1, 1, 8, 8, 1])
+    fetch = categorical_uses(trace, lambda ins, x: ins.kind == "annotate"
+                             and ins.inputs[1] == A.COOPERATIVE_FETCH)
+    for i in fetch:   # as a trace made with wider vector lengths would hold them
+        trace = with_input(trace, i, 0, [1, 2, 4, 8])
+        trace = with_input(trace, i, 1, [0.25] * 4).with_decision(i, 0)
+    lengths = lambda kids: {c.decisions[i] for c in kids for i in fetch}  # noqa: E731
+    assert 3 in lengths(children(MutateTileSize(), trace, sp.workload))    # 8 floats: 32 bytes
+    kids = children(sp.mutators[0][0], trace, sp.workload)
+    assert lengths(kids) - {0} and 3 not in lengths(kids)
+
+
+def test_thread_binding_picks_only_thread_counts_the_target_allows():
+    wl = ops.elementwise(64, 64)
+    sp = DesignSpace(wl, GPU)
+    design = sp.design_trace(sp.sample(1, seed=0)[0].trace)
+    (k,) = [i for i in design.sampling_indices() if design.insts[i].kind == "sample_categorical"]
+    picked = lambda m: {design.insts[k].inputs[0][c.decisions[k]]  # noqa: E731
+                        for c in children(m, design, wl, n=30)}
+    assert max(picked(MutateThreadBinding())) > 128
+    m = MutateThreadBinding()
+    m.initialize(Target("cuda", max_threads_per_block=128))
+    assert picked(m) and max(picked(m)) <= 128
+
+
+@pytest.mark.parametrize("wl", [ops.gemm(32, 32, 16), ops.conv2d(1, 2, 10, 10, 16, 3, 3)])
+def test_gpu_limits_agree_with_verify_gpu_code(wl):
+    """The mutator's arithmetic (threads, virtual threads, shared bytes from the decisions)
+    says what VerifyGPUCode says, on children proposed without it, valid or not."""
+    sp = DesignSpace(wl, GPU)
+    free, rng = MutateTileSize(), random.Random(2)
+    verdicts = set()
+    for p in sp.sample(3, seed=3):
+        design = sp.design_trace(p.trace)
+        for _ in range(10):
+            child = free.apply(design, rng, wl)
+            limits = GPUTilingLimits(child, sp.func, GPU)
+            sch = sp.apply(child)
+            assert (limits.violation(child.decisions) is None) == (sch is not None), \
+                sp.last_error
+            verdicts.add(sch is not None)
+            if sch is not None:
+                (n,) = limits.memory_bytes(child.decisions).values()
+                assert n == sum(v for (_, s), v in footprints(sch.func).items() if s == "shared")
+    assert verdicts == {True, False}
+
+
+def test_cpu_mutations_are_unchanged_by_the_target():
+    sp = DesignSpace(ops.gemm(64, 48, 32), CPU)
+    design = sp.design_trace(sp.sample(1, seed=1)[0].trace)
+    assert ([c.decisions for c in children(sp.mutators[0][0], design, sp.workload, 20)]
+            == [c.decisions for c in children(MutateTileSize(), design, sp.workload, 20)])

@@ -3,7 +3,10 @@
 Mutators work on the design part of a trace (what the rules recorded, without
 what postprocessors appended); they return a new trace, or None when they find
 nothing to change. Whether the neighbour is valid is the design space's
-business (``DesignSpace.apply``).
+business (``DesignSpace.apply``); a mutator avoids what it can tell is invalid from
+the decisions and its ``target`` alone (the tile-size mutator keeps a GPU tiling within
+the limits ``VerifyGPUCode`` checks, see ``mutators/gpu_limits.py``), never by running
+the postprocessors.
 """
 from __future__ import annotations
 

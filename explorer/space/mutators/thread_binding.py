@@ -7,7 +7,9 @@ from .unroll import categorical_uses, other_choice
 
 class MutateThreadBinding(Mutator):
     """Change a sampled thread count: a ``sample_categorical`` whose value splits a loop
-    whose part is then bound to threadIdx.x (auto-bind, cross-thread reduction)."""
+    whose part is then bound to threadIdx.x (auto-bind, cross-thread reduction).
+    Only counts within the target's ``max_threads_per_block`` are picked (the rules
+    sample among those only; a trace made for another target may hold more)."""
 
     def apply(self, trace, rng, workload):
         bound = {ins.inputs[0] for ins in trace.insts
@@ -20,4 +22,12 @@ class MutateThreadBinding(Mutator):
 
         cands = [i for i in categorical_uses(trace, splits_bound_loop)
                  if len(trace.insts[i].inputs[0]) > 1]
-        return other_choice(trace, rng.choice(cands), rng) if cands else None
+        if not cands:
+            return None
+        idx = rng.choice(cands)
+        allowed = None
+        limit = getattr(self.target, "max_threads_per_block", None)
+        if limit is not None:
+            allowed = [k for k, n in enumerate(trace.insts[idx].inputs[0])
+                       if isinstance(n, int) and n <= limit]
+        return other_choice(trace, idx, rng, allowed)

@@ -36,9 +36,13 @@ def _hashable(x) -> bool:
         return False
 
 
-def other_choice(trace, idx: int, rng):
-    """``trace`` with categorical ``idx`` set to a different candidate, or None."""
+def other_choice(trace, idx: int, rng, allowed=None):
+    """``trace`` with categorical ``idx`` set to a different candidate, or None.
+    ``allowed``: the candidate positions that may be picked (None: all)."""
     n = len(trace.insts[idx].inputs[0])
+    if allowed is not None and len(allowed) < n:
+        others = [k for k in allowed if k != trace.decisions[idx]]
+        return trace.with_decision(idx, rng.choice(others)) if others else None
     if n < 2:
         return None
     choice = rng.randrange(n - 1)
