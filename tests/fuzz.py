@@ -10,6 +10,7 @@ import random
 from explorer import ScheduleError, Schedule
 from explorer.ir.functor import walk_stmt
 from explorer.ir.stmt import BlockRealize, For
+from explorer.schedule.tree import find_block
 
 SCOPES = ("global", "local", "shared")
 
@@ -37,7 +38,7 @@ def random_step(sch: Schedule, rng: random.Random) -> str:
     kind = rng.choice(["split", "split", "fuse", "compute_at", "reverse_compute_at", "reorder", "parallel", "vectorize", "unroll",
                        "cache_read", "cache_write", "compute_at", "reverse_compute_at",
                        "compute_inline", "reverse_compute_inline", "decompose_reduction",
-                       "rfactor", "sample_split", "annotate", "bind"])
+                       "rfactor", "sample_split", "annotate", "bind", "transform_layout"])
     if kind in ("split", "fuse", "reorder", "parallel", "vectorize", "unroll",
                 "decompose_reduction", "rfactor", "sample_split", "annotate", "bind") and not loops:
         return "noop"
@@ -65,6 +66,14 @@ def random_step(sch: Schedule, rng: random.Random) -> str:
         sch.cache_read(b, rng.randrange(3), rng.choice(SCOPES))
     elif kind == "cache_write":
         sch.cache_write(b, 0, rng.choice(SCOPES))
+    elif kind == "transform_layout":
+        block = find_block(sch.func, bname)[0].block
+        bufs = [("write", 0, block.body.buffer)] + [("read", i, buf)
+                                                    for i, buf in enumerate(block.reads())]
+        which, idx, buf = rng.choice(bufs)
+        axes = list(range(buf.ndim))
+        rng.shuffle(axes)
+        sch.transform_layout(b, (which, idx), axes)
     elif kind in ("compute_at", "reverse_compute_at"):
         related = sch.get_consumers(b) if kind == "compute_at" else sch.get_producers(b)
         other = (rng.choice(related) if related and rng.random() < 0.8
