@@ -223,7 +223,7 @@ def test_loading_corrupt_or_missing_models(tmp_path):
         XGBCostModel().load(str(tmp_path / "missing"))
     with pytest.raises(CostModelError, match="holds a 'xgb' cost model, not 'random'"):
         RandomModel().load(path)
-    with pytest.raises(CostModelError, match="features of version 1, this one uses version 99"):
+    with pytest.raises(CostModelError, match="features of version 2, this one uses version 99"):
         XGBCostModel(feature_version=99).load(path)
     (tmp_path / "m" / "model.json").write_text('{"learner": {"garbage"')
     with pytest.raises(CostModelError, match="model.json.* is missing or corrupt"):
@@ -261,8 +261,59 @@ def test_end_to_end_on_real_schedules():
     assert all(f.shape[1] == NUM_FEATURES for f in feats)
     idx = np.random.default_rng(0).permutation(len(feats))
     tr, te = idx[:30], idx[30:]
-    model = XGBCostModel(seed=0, min_samples=0, **FAST)
+    model = XGBCostModel(seed=0, min_samples=0, nthread=1)       # the defaults, prior included
     model.update([feats[i] for i in tr], [costs[i] for i in tr], groups=wl.key)
     pred = model.predict([feats[i] for i in te])
     assert pairwise_rank_accuracy(pred, [costs[i] for i in te]) > 0.8
     assert model.feature_importance(1)[0][0] in feature_names()
+
+
+def _real_candidates(n):
+    """Feature rows of ``n`` sampled gemm 64 schedules (not run: only their rows)."""
+    import random
+    wl = ops.get("gemm", 64, 64, 64)
+    out = []
+    for seed in range(n):
+        rng = random.Random(seed)
+        sch = Schedule(wl, seed=seed)
+        b = sch.get_block("C")
+        i, j, k = sch.get_loops(b)
+        ii = sch.split(i, sch.sample_perfect_tile(i, 2))
+        jj = sch.split(j, sch.sample_perfect_tile(j, 2))
+        kk = sch.split(k, sch.sample_perfect_tile(k, 2))
+        inner = rng.sample([ii[1], jj[1], kk[1]], 3)
+        sch.reorder(ii[0], jj[0], kk[0], *inner)
+        if inner[-1] is jj[1] and rng.random() < 0.7:
+            sch.vectorize(jj[1])
+        out.append(extract(lower(sch), "llvm"))
+    return out
+
+
+def test_prior_is_the_codegen_estimate_and_trees_correct_it(tmp_path):
+    """With the rank objective the scores start from -ln(1 + estimated cycles): with
+    next to no boosting they order candidates like the estimate; prior_weight 0, the
+    reg objective or features of another width start from zero."""
+    feats = _real_candidates(40)
+    col = feature_names().index("cg_cycles")
+    est = np.array([(np.exp2(f[:, col].astype(np.float64)) - 1).sum() for f in feats])
+    costs = est * np.random.default_rng(0).uniform(0.5, 2.0, len(est))
+    model = XGBCostModel(seed=0, min_samples=0, num_boost_round=1, eta=1e-9)
+    model.update(feats, costs)
+    pred = model.predict(feats)
+    assert np.allclose(pred, -np.log1p(est), atol=1e-4)
+    flat = XGBCostModel(seed=0, min_samples=0, num_boost_round=1, eta=1e-9, prior_weight=0)
+    flat.update(feats, costs)
+    assert np.allclose(flat.predict(feats), 0, atol=1e-4)
+    narrow = XGBCostModel(seed=0, min_samples=0, num_boost_round=1, eta=1e-9)
+    narrow.update([f[:, :164] for f in feats], costs)                # MetaSchedule's 164 only
+    assert np.allclose(narrow.predict([f[:, :164] for f in feats]), 0, atol=1e-4)
+    # trained, the trees move the scores away from the prior; save/load keeps both
+    full = XGBCostModel(seed=0, min_samples=0, **FAST)
+    full.update(feats, costs)
+    assert not np.allclose(full.predict(feats), -np.log1p(est), atol=1e-3)
+    full.save(str(tmp_path / "m"))
+    loaded = load_cost_model(str(tmp_path / "m"))
+    assert loaded.params["prior_weight"] == 1.0
+    assert loaded.predict(feats).tobytes() == full.predict(feats).tobytes()
+    with pytest.raises(CostModelError, match="prior_weight"):
+        XGBCostModel(prior_weight=-1)

@@ -55,13 +55,13 @@ def col(row, name):
 
 def test_names_length_groups_and_version():
     names = feature_names()
-    assert NUM_FEATURES == len(names) == 182
+    assert NUM_FEATURES == len(names) == 196
     assert len(set(names)) == len(names)
     groups = feature_groups()
     covered = [i for s in groups.values() for i in range(s.start, s.stop)]
     assert covered == list(range(NUM_FEATURES))
     assert [groups[g].stop - groups[g].start for g in groups] == [16, 11, 11, 11, 8, 90, 10, 4, 3,
-                                                                  18]
+                                                                  18, 14]
     assert names[:2] == ["float_mad", "float_add_sub"] and names[163] == "auto_unroll_max_step"
     assert isinstance(FEATURE_VERSION, int)
 
@@ -222,6 +222,54 @@ def test_target_group_reads_target_and_inner_loop():
     assert col(row, "l3_traffic") == pytest.approx(slog(4 * (32 * 16 + 16 * 32 + 32 * 32)))
     assert extract(sch, Target("llvm -num-cores=1"))[-1][COL["parallel_per_core"]] \
         == pytest.approx(slog(32))
+
+
+def test_codegen_group_register_tile_loop_vectorizer_and_set_conflicts():
+    """The codegen group on three gemm nests (lowered only: values, not runs)."""
+    from explorer.backends import Target
+    t = Target("llvm -num-cores=4", vector_bits=512, l1_bytes=512, l2_bytes=4096,
+               l3_bytes=1 << 20)
+
+    def update(sch):
+        return extract(lower(sch), t)[-1]
+
+    # a 4 x 16 register tile: i unrolled, j vectorized, k the loop LLVM keeps (16 x 4
+    # copies x 5 instructions is over its full-unroll threshold of 300)
+    s = Schedule(WL, seed=0)
+    i, j, k = s.get_loops(s.get_block("C"))
+    io, ii = s.split(i, [None, 4])
+    jo, ji = s.split(j, [None, 16])
+    s.reorder(io, jo, k, ii, ji)
+    s.unroll(ii)
+    s.vectorize(ji)
+    tile = update(s)
+    assert col(tile, "simd_mode") == pytest.approx(slog(2))        # the backend's vectors
+    assert col(tile, "simd_width") == pytest.approx(slog(16))
+    assert col(tile, "acc_regs") == pytest.approx(slog(4))         # 4 zmm accumulators
+    assert col(tile, "acc_in_regs") == pytest.approx(slog(1))      # kept across k
+    # per k: 4 vector FMAs, 4 broadcasts of A + 1 vector load of B, latency 4: 5 cycles
+    assert col(tile, "iter_arith") == pytest.approx(slog(4))
+    assert col(tile, "iter_loads") == pytest.approx(slog(5))
+    assert col(tile, "iter_stores") == 0
+    assert col(tile, "iter_cycles") == pytest.approx(slog(5))
+    assert col(tile, "inner_iters") == pytest.approx(slog(8 * 2 * 16))
+    assert col(tile, "cg_cycles") == pytest.approx(slog(5 * 256))   # one core in use
+
+    # naive i, j, k: LLVM unrolls k (16 copies) and vectorizes j by 8: C[i, j] is
+    # updated 16 times in a row (a chain), loaded and stored once per j
+    naive = update(Schedule(WL, seed=0))
+    assert col(naive, "simd_mode") == pytest.approx(slog(1))
+    assert col(naive, "simd_width") == pytest.approx(slog(8))
+    assert col(naive, "acc_in_regs") == 0
+    assert col(naive, "acc_chain") == pytest.approx(slog(16))
+    assert col(naive, "l1_set_pressure") == pytest.approx(slog(1))
+    assert col(naive, "cg_cycles") > col(tile, "cg_cycles")
+
+    # B rows 4 KB apart: the 16 rows of B under j fall into every L1 set 16 times,
+    # more than its 12 ways, and its loads cost more
+    wide = update(Schedule(ops.get("gemm", 2, 1024, 16), seed=0))
+    assert col(wide, "l1_set_pressure") == pytest.approx(slog(16))
+    assert col(wide, "iter_loads") == pytest.approx(slog(2 * (1 + 3 * (1 - 12 / 16)) + 1 / 8))
 
 
 def test_gpu_bindings_only_for_gpu_targets():

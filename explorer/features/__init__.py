@@ -5,18 +5,21 @@ PrimFunc; a lowered PrimFunc is used as is) and returns a float32 array of
 shape ``(n_stores, NUM_FEATURES)``: one row per ``BufferStore`` of the lowered
 loop nest, in program order, every value ``log2(|x| + 1)``.
 
-NUM_FEATURES = 182: MetaSchedule's ``PerStoreFeature`` layout (164 values:
+NUM_FEATURES = 196: MetaSchedule's ``PerStoreFeature`` layout (164 values:
 arithmetic, vectorize/unroll/parallel loops, GPU bindings, 5 buffers x 18
-access values, arithmetic-intensity curve, allocation, loop products) and a
+access values, arithmetic-intensity curve, allocation, loop products), a
 "target" group of 18 (cache traffic per level, vector/parallel use of the
 target, the innermost emitted loop and its straight-line body, roofline
-estimates). :mod:`explorer.features.names` says what each value means,
+estimates) and a "codegen" group of 14 (what LLVM makes of the innermost
+loops: vector width, accumulators in registers, dependence chains, L1 set
+conflicts, and a cycle estimate the cost model starts from). :mod:`explorer.features.names` says what each value means,
 :func:`feature_names` names them, :func:`feature_groups` slices them. A
 candidate's score is the sum of its rows' scores ("pack-sum"), so programs
 with different numbers of stores compare.
 
 ``FEATURE_VERSION`` changes whenever a value's meaning changes: records and
 saved cost models carry it, and models refuse features of another version.
+Version 2 added the codegen group (182 -> 196 values).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from .names import GROUPS, NAMES
 from .per_store import store_rows
 from .target import Machine
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 NUM_FEATURES = len(NAMES)
 
 

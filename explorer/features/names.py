@@ -1,10 +1,14 @@
 """The names of the per-store features, in row order, and the groups they form.
 
-The first 164 values follow MetaSchedule's ``PerStoreFeature``; the last group
-("target", 18 values) is ours: what the first nine groups leave implicit about
-this CPU backend and the target's caches, cores and vector width. With it the
-cost model ranks 0.805 of the pairs of unseen gemm and conv2d candidates
-right, 0.774 without it (benchmarks/cost_model_accuracy.py).
+The first 164 values follow MetaSchedule's ``PerStoreFeature``; the last two
+groups are ours: "target" (18 values), what the first nine groups leave
+implicit about this CPU backend and the target's caches, cores and vector
+width, and "codegen" (14 values, :mod:`explorer.features.codegen`), what LLVM
+makes of the innermost loops and a cycle estimate from it, which the cost
+model starts from. Trained on 256 measured gemm or conv2d candidates, the
+cost model ranks 0.822 of the pairs of the next 64 right with all 196 values,
+0.805 with the first 182 and no prior, 0.774 with MetaSchedule's 164
+(benchmarks/cost_model_accuracy.py).
 
 ==========  =====  ==========================================================
 group       count  what
@@ -36,11 +40,19 @@ target      18     bytes fetched into L1, L2, L3 (the lines touched under the
                    accesses dense along the inner loop, accumulation,
                    body statements, body store and load elements, guarded;
                    roofline-style estimates in cycles: compute, memory, max
+codegen     14     vector code (none, LLVM's loop vectorizer, the backend's)
+                   and its width; accumulator registers, kept in registers,
+                   dependence chain; per iteration of the loop LLVM keeps
+                   innermost: arithmetic, loads, stores, cycles; iterations;
+                   estimated cycles of the store, with memory, flops per
+                   cycle; lines per L1 set (conflict misses)
 ==========  =====  ==========================================================
 
 Every value is ``log2(|x| + 1)`` (one-hot entries stay 0 or 1).
 """
 from __future__ import annotations
+
+from .codegen import NAMES as CODEGEN
 
 ARITH = ("float_mad", "float_add_sub", "float_mul", "float_div_mod", "float_cmp",
          "float_math_func", "float_other_func", "int_mad", "int_add_sub", "int_mul",
@@ -90,6 +102,7 @@ def _build() -> tuple:
     add("alloc", ALLOC)
     add("outer", OUTER)
     add("target", TARGET)
+    add("codegen", CODEGEN)
     return tuple(names), groups
 
 

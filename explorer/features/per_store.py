@@ -146,7 +146,9 @@ class _Extractor:
         loops, store = site.loops, site.store
         prod = math.prod(lp.extent for lp in loops)
         value_nodes = acc_mod.nodes([store.value])
-        counts = arith_counts(value_nodes + acc_mod.nodes([*store.indices, *site.guards]))
+        value_counts = arith_counts(value_nodes)
+        counts = [a + b for a, b in zip(value_counts, arith_counts(
+            acc_mod.nodes([*store.indices, *site.guards])))]
         accesses = gather(store, self.parse, value_nodes)
         store_vars = [a.vars for a in accesses[0].indices[0]]
         read_vars = set()
@@ -166,7 +168,8 @@ class _Extractor:
         row += self._alloc(store.buffer, allocs, prod)
         unroll = [lp.unroll_step for lp in loops if lp.unroll_step > 0]
         row += [prod, len(loops), unroll[-1] if unroll else 0]
-        row += target_features(accesses, loops, self.m, flops * prod, bool(site.guards))
+        row += target_features(accesses, loops, self.m, flops * prod, bool(site.guards),
+                               value_counts)
         return row
 
     def _buffers(self, accesses, loops) -> list:

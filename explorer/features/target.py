@@ -10,6 +10,9 @@ CPU backend and the target's caches, cores and vector width.
   LLVM's own vectorizers, whether the store accumulates in place (a register
   tile), how big the body is;
 - roofline-style estimates in cycles built from the above.
+
+``target_features`` also returns the codegen group's values
+(:mod:`explorer.features.codegen`), which need the same accesses and machine.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from . import access as acc_mod
+from .codegen import codegen_features
 
 CACHE_LINE_BYTES = 64
 
@@ -116,8 +120,10 @@ def estimates(row_inner: list, vec_len: int, flops: float, traffic: list, m: Mac
     return [compute, memory, max(compute, memory)]
 
 
-def target_features(accesses, loops, m: Machine, flops: float, guarded: bool) -> list:
-    """The 18 values of the group, raw, for one store (``flops``: its total)."""
+def target_features(accesses, loops, m: Machine, flops: float, guarded: bool,
+                    counts=None) -> list:
+    """The 18 values of the group and the codegen group's, raw, for one store
+    (``flops``: its total; ``counts``: the operations of the stored value by kind)."""
     vec = [lp for lp in loops if lp.kind == "vectorized"]
     par = math.prod(lp.extent for lp in loops if lp.kind == "parallel")
     balance = par / (-(-par // m.cores) * m.cores)
@@ -125,5 +131,7 @@ def target_features(accesses, loops, m: Machine, flops: float, guarded: bool) ->
     inner = inner_loop_features(accesses, loops, guarded)
     est = estimates(inner, vec[-1].extent if vec else 1, flops, traffic, m,
                     max(1.0, balance * m.cores))
+    cg = codegen_features(accesses, loops, m, flops, max(1.0, balance * m.cores), est[1],
+                          guarded, counts)
     return (traffic + [vec[-1].extent / m.lanes if vec else 0.0, balance, par / m.cores]
-            + inner + est)
+            + inner + est + cg)
