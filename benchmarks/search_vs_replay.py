@@ -73,7 +73,8 @@ def main() -> None:
                         label=name if i == 0 else None)
         ax.set_xlabel("trials")
         ax.set_ylabel("best GFLOP/s so far")
-        ax.set_title(out["workload"][:60], fontsize=8)
+        ax.set_title(f"{a.op} {a.shape}, {len(a.seeds)} seeds: best-so-far per trial",
+                     fontsize=9)
         ax.legend()
         fig.tight_layout()
         fig.savefig(a.png, dpi=110)
