@@ -54,7 +54,13 @@ def _load_gomp() -> bool:
     # shared 2-core machine a spinning team waited a whole time slice for a
     # descheduled thread (8 ms per call for a 0.03 ms kernel, measured).
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-    for name in (ctypes.util.find_library("gomp"), "libgomp.so.1"):
+    return load_library("gomp", "libgomp.so.1")
+
+
+def load_library(short: str, soname: str) -> bool:
+    """Make a shared library's symbols visible to JIT-compiled code (found by its short
+    name, else its soname); False when neither loads."""
+    for name in (ctypes.util.find_library(short), soname):
         if not name:
             continue
         try:

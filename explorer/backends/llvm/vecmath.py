@@ -8,10 +8,11 @@ about ten times less work in exp-heavy kernels (softmax, sigmoid).
 """
 from __future__ import annotations
 
-import ctypes.util
 import functools
 
 import llvmlite.binding as llvm
+
+from .runtime import load_library
 
 # Vector function ABI ISA letter and register width (bits) per instruction set.
 _ISAS = (("e", 512, "+avx512f"), ("d", 256, "+avx2"))
@@ -21,15 +22,7 @@ _SCALAR = {("exp", 32): "expf", ("log", 32): "logf", ("tanh", 32): "tanhf",
 
 @functools.lru_cache(maxsize=1)
 def _loaded() -> bool:
-    for name in (ctypes.util.find_library("mvec"), "libmvec.so.1"):
-        if not name:
-            continue
-        try:
-            llvm.load_library_permanently(name)
-            return True
-        except RuntimeError:
-            continue
-    return False
+    return load_library("mvec", "libmvec.so.1")
 
 
 @functools.lru_cache(maxsize=64)
