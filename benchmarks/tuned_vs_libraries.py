@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from explorer import bench  # noqa: E402
 from explorer.backends.target import Target  # noqa: E402
 from explorer.database import Database  # noqa: E402
+from explorer.errors import ExplorerError  # noqa: E402
 from explorer.tune import Tuner  # noqa: E402
 
 
@@ -41,9 +42,14 @@ def main() -> None:
     p.add_argument("--db", required=True)
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if args.trials < 1 or args.repeats < 1 or (args.threads is not None and args.threads < 1):
+        p.error("--trials, --repeats and --threads must be at least 1")
     threads = args.threads or len(os.sched_getaffinity(0))
     target = Target(f"llvm -num-cores={threads}")
-    cases = bench.resolve_cases(args.cases)
+    try:
+        cases = bench.resolve_cases(args.cases)
+    except ExplorerError as e:
+        p.error(str(e))
     tuning = {}
     for case in cases:
         wl = case.workload()

@@ -265,7 +265,11 @@ class Bench:
         if not top:
             return Contender("tuned", None, f"no record for this case on {self.target} in "
                              f"{self.db.path}: run explorer tune with --db first")
-        sch = Trace.from_json(top[0].trace).apply_to(Schedule(wl))
+        try:
+            sch = Trace.from_json(top[0].trace).apply_to(Schedule(wl))
+        except ExplorerError as e:
+            return Contender("tuned", None, f"the best record in {self.db.path} does not "
+                             f"replay ({e}): re-tune into a fresh --db")
         n = len(self.db.records(wl, self.target))
         return self._ours("tuned", wl, sch, f"best of {n} records")
 

@@ -203,3 +203,26 @@ def test_bench_db_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
         main(["bench", "--quick", "--cases", "gemm:8,8,8", "--db", str(tmp_path / "nope")])
     assert exc.value.code == 2
     assert "no such directory; tune first" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(TARGET != "llvm", reason="tuning records need the llvm backend")
+def test_bench_db_record_that_does_not_replay_is_a_note_not_a_crash(tmp_path):
+    from explorer import Target
+    from explorer.database import Database
+    from explorer.tune import Tuner
+    wl = ops.gemm(16, 32, 8)
+    Tuner(wl, Target("llvm -num-cores=2"), trials=2, batch_size=2, database=str(tmp_path),
+          seed=0).run()
+    records = tmp_path / "records.jsonl"
+    text = records.read_text()
+    assert '"get_block",["C"]' in text
+    records.write_text(text.replace('"get_block",["C"]', '"get_block",["Z"]'))
+    b = bench.Bench("llvm", threads=2, rounds=1, quick=True, torch=False, log=lambda m: None,
+                    db=Database(str(tmp_path)))
+    try:
+        case = b.run_case(bench.resolve_cases(["gemm:16,32,8"])[0])
+    finally:
+        b.close()
+    tuned = {r["impl"]: r for r in case["rows"]}["tuned"]
+    assert tuned["median_secs"] is None and "does not replay" in tuned["note"]
+    assert "re-tune into a fresh --db" in tuned["note"]
