@@ -176,12 +176,12 @@ class MultiLevelTiling(ScheduleRule):
         cache = sch.cache_write(block, 0, "local")
         sch.reverse_compute_at(cache, st.tiles[self.structure.index("S", 1)][-1])
         sch.transform_layout(block, ("write", 0), _last(ndim, out_dim))
-        reads = [b.name for b in find_block(sch.func, name)[0].block.reads()]
-        w = sch.cache_read(block, reads.index(operand.name), "global")
+        index = [b.name for b in find_block(sch.func, name)[0].block.reads()].index(
+            operand.name)                   # the copy takes the operand's place in reads()
+        w = sch.cache_read(block, index, "global")
         sch.compute_at(w, st.tiles[0][-1])
         order = _last(operand.ndim, op_dim)
-        reads = [b.name for b in find_block(sch.func, name)[0].block.reads()]
-        sch.transform_layout(block, ("read", reads.index(sch.get(w))), order)
+        sch.transform_layout(block, ("read", index), order)
         copy = sch.get_loops(w)[-operand.ndim:]     # walk the copy in its new order:
         sch.reorder(*[copy[d] for d in order])      # contiguous stores, gathered loads
         return [st]
