@@ -3,7 +3,11 @@
 ``workloads.jsonl`` holds one line per workload (its key, operator and
 parameters); ``records.jsonl`` one line per measured candidate: workload key,
 target, trace, run times (or the error), features version, and where it came
-from (strategy, round, trial, seed). Every line is appended with a single
+from (strategy, round, trial, seed); ``retimes.jsonl`` (optional) more run
+times of records already there, taken when a tuning run ends: the fastest few
+candidates timed again in interleaved rounds, so that "best" is not the one
+lucky measurement among hundreds. A record's ``seconds`` is the median of all
+its run times, the re-timings included. Every line is appended with a single
 ``write`` on an ``O_APPEND`` file and flushed to disk, so a process killed
 mid-write leaves at most one torn last line, which loading skips with a
 warning. Loading only parses JSON; nothing is executed. A tuning run resumes
@@ -17,7 +21,7 @@ import math
 import os
 import statistics
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .errors import DatabaseError
@@ -41,15 +45,17 @@ class TuningRecord:
     predicted: float | None = None
     build_secs: float | None = None
     meta: dict = field(default_factory=dict)
+    retime_secs: tuple = ()     # from retimes.jsonl, not written with the record
+    retime_error: str | None = None   # a later run of it failed (wrong result...)
 
     @property
     def ok(self) -> bool:
-        return self.error is None and bool(self.run_secs)
+        return self.error is None and self.retime_error is None and bool(self.run_secs)
 
     @property
     def seconds(self) -> float:
-        """Median run time; infinity for a failed candidate."""
-        return statistics.median(self.run_secs) if self.ok else math.inf
+        """Median of the run times and re-timings; infinity for a failed candidate."""
+        return statistics.median(self.run_secs + self.retime_secs) if self.ok else math.inf
 
     @property
     def trace_key(self) -> str:
@@ -57,6 +63,7 @@ class TuningRecord:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        del d["retime_secs"], d["retime_error"]
         d["run_secs"] = list(self.run_secs) if self.run_secs is not None else None
         d["v"] = RECORD_VERSION
         return d
@@ -81,6 +88,28 @@ class TuningRecord:
                 meta=dict(d.get("meta") or {}))
         except (KeyError, TypeError, ValueError) as e:
             raise DatabaseError(f"record is missing or has a bad field ({e})") from None
+
+
+def _check_secs(run_secs, what: str) -> tuple:
+    try:
+        secs = tuple(float(x) for x in run_secs)
+    except (TypeError, ValueError):
+        raise DatabaseError(f"{what} must be a list of seconds, got {run_secs!r}") from None
+    if not secs or not all(math.isfinite(x) and x > 0 for x in secs):
+        raise DatabaseError(f"{what} must be positive finite seconds, got {run_secs!r}")
+    return secs
+
+
+def _retime_from_json(d) -> tuple:
+    """(record key, run times or the error string) of a line of retimes.jsonl."""
+    if not isinstance(d, dict) or d.get("v") != RECORD_VERSION:
+        raise DatabaseError(f"line of unknown version {d.get('v') if isinstance(d, dict) else d!r}")
+    if not isinstance(d.get("workload"), str) or not isinstance(d.get("trace"), dict):
+        raise DatabaseError("line is missing its workload or trace")
+    key = (d["workload"], str(d.get("target")), trace_key(d["trace"]))
+    if isinstance(d.get("error"), str):
+        return key, d["error"]
+    return key, _check_secs(d.get("run_secs"), "run_secs")
 
 
 def trace_key(trace: dict) -> str:
@@ -131,9 +160,11 @@ class Database:
         self.path.mkdir(parents=True, exist_ok=True)
         self.workloads_file = self.path / "workloads.jsonl"
         self.records_file = self.path / "records.jsonl"
+        self.retimes_file = self.path / "retimes.jsonl"
         self._workloads: dict = {}
         self._records: list = []
-        self._keys: set = set()
+        self._keys: dict = {}      # (workload, target, trace key) -> index in _records
+        self._retimes: dict = {}   # same key -> the re-timing batches (tuples) added
         self.reload()
 
     def reload(self) -> None:
@@ -143,7 +174,7 @@ class Database:
                 self._workloads[d["key"]] = d
             else:
                 warnings.warn(f"{self.workloads_file}: skipped a workload line without a key")
-        self._records, self._keys = [], set()
+        self._records, self._keys, self._retimes = [], {}, {}
         for d in _read_lines(self.records_file):
             try:
                 r = TuningRecord.from_json(d)
@@ -151,13 +182,38 @@ class Database:
                 warnings.warn(f"{self.records_file}: skipped a record: {e}")
                 continue
             self._add(r)
+        for d in _read_lines(self.retimes_file):
+            try:
+                key, item = _retime_from_json(d)
+            except DatabaseError as e:
+                warnings.warn(f"{self.retimes_file}: skipped a re-timing: {e}")
+                continue
+            if key not in self._keys:
+                warnings.warn(f"{self.retimes_file}: skipped a re-timing of a trace that has "
+                              "no record here")
+                continue
+            self._add_retime(key, item)
 
     def _add(self, r: TuningRecord) -> bool:
         k = (r.workload, r.target, r.trace_key)
         if k in self._keys:
             return False
-        self._keys.add(k)
+        self._keys[k] = len(self._records)
         self._records.append(r)
+        return True
+
+    def _add_retime(self, key: tuple, item) -> bool:
+        """``item``: a tuple of run times, or the error string of a failed re-run."""
+        done = self._retimes.setdefault(key, [])
+        if item in done:    # the same re-timing merged twice
+            return False
+        done.append(item)
+        i = self._keys[key]
+        r = self._records[i]
+        if isinstance(item, str):
+            self._records[i] = replace(r, retime_error=item) if r.ok else r
+        else:
+            self._records[i] = replace(r, retime_secs=r.retime_secs + item)
         return True
 
     # ------------------------------------------------------------ writing
@@ -183,8 +239,40 @@ class Database:
         self._add(record)
         return True
 
+    def commit_retime(self, record: TuningRecord, run_secs=None,
+                      error: str | None = None) -> TuningRecord:
+        """Append more run times of ``record`` (a correct record of this database), or
+        the ``error`` a later run of it met (a wrong result: it is no longer
+        correct); returns the record as it now stands."""
+        key = (record.workload, record.target, record.trace_key)
+        if key not in self._keys:
+            raise DatabaseError("commit_retime: that record is not in this database; "
+                                "commit it first")
+        if not self._records[self._keys[key]].ok:
+            raise DatabaseError("commit_retime: a failed record has no run times to add to")
+        if (run_secs is None) == (error is None):
+            raise DatabaseError("commit_retime: give run_secs or an error, not both")
+        line = {"v": RECORD_VERSION, "workload": record.workload, "target": record.target,
+                "trace": record.trace}
+        if error is not None:
+            item = str(error)
+            line["error"] = item
+        else:
+            item = _check_secs(run_secs, "commit_retime: run_secs")
+            line["run_secs"] = list(item)
+        if self._add_retime(key, item):
+            _append_line(self.retimes_file, line)
+        return self._records[self._keys[key]]
+
+    def record(self, workload, target, trace: dict) -> TuningRecord | None:
+        """The record of ``trace`` for this workload and target, or None."""
+        key = workload if isinstance(workload, str) else workload.key
+        i = self._keys.get((key, str(target), trace_key(trace)))
+        return None if i is None else self._records[i]
+
     def merge(self, *others) -> int:
-        """Copy the records of other databases (or paths) in; returns how many were new."""
+        """Copy the records (and re-timings) of other databases (or paths) in; returns
+        how many records were new."""
         added = 0
         for other in others:
             other = other if isinstance(other, Database) else Database(other)
@@ -193,7 +281,15 @@ class Database:
                     _append_line(self.workloads_file, entry)
                     self._workloads[key] = entry
             for r in other._records:
-                added += self.commit_record(r)
+                added += self.commit_record(replace(r, retime_secs=(), retime_error=None))
+            for key, items in other._retimes.items():
+                r = other._records[other._keys[key]]
+                for item in items:
+                    if item not in self._retimes.get(key, []) and self._records[self._keys[key]].ok:
+                        if isinstance(item, str):
+                            self.commit_retime(r, error=item)
+                        else:
+                            self.commit_retime(r, item)
         return added
 
     # ------------------------------------------------------------ reading
@@ -236,7 +332,8 @@ class Database:
             fl = (flops or {}).get(r.workload)
             rows.append({"workload": r.workload, "target": r.target, "trial": r.trial,
                          "round": r.round, "strategy": r.strategy, "seconds": sec,
-                         "gflops": fl / sec / 1e9 if fl and sec else None, "error": r.error,
+                         "gflops": fl / sec / 1e9 if fl and sec else None,
+                         "retimed": len(r.retime_secs), "error": r.error or r.retime_error,
                          "predicted": r.predicted, "feature_version": r.feature_version,
                          "trace": r.trace})
         return pd.DataFrame(rows)

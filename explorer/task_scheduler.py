@@ -120,6 +120,8 @@ class TaskScheduler:
                 self.used += t.state["trial"] - before
                 if t.state["trial"] == before:
                     t.state["exhausted"] = True
+            for t in self.tuners:
+                t.retime()
         finally:
             self.measurer.close()
         return [t.finish() for t in self.tuners]

@@ -35,6 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("--cost-model", default="xgb", choices=["xgb", "random"])
     p.add_argument("--batch-size", type=int, default=32, help="candidates per round")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--retime", type=int, default=4, metavar="N",
+                   help="at the end, time the N fastest candidates again in interleaved "
+                        "rounds and pick the best from all their runs (default 4; 0: off)")
     p.add_argument("--db", default="tuning_db", help="database directory (default tuning_db)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the result as JSON")
     p.add_argument("--no-numpy", action="store_true", help="skip timing numpy for comparison")
@@ -154,6 +157,8 @@ def main(args) -> int:
         raise UsageError("--trials must be at least 1")
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
+    if args.retime < 0:
+        raise UsageError("--retime must be 0 (off) or more candidates")
     db = Database(args.db)
     progress = Progress(quiet=args.quiet)
     if args.suite:
@@ -162,7 +167,7 @@ def main(args) -> int:
     wl = workload_from_args(args)
     tuner = Tuner(wl, args.target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
-                  batch_size=args.batch_size)
+                  batch_size=args.batch_size, retime_top=args.retime)
     tuner.events.subscribe(progress)
     res = tuner.run()
     npg = None if args.no_numpy else _numpy_gflops(wl)
@@ -183,7 +188,7 @@ def _tune_suite(args, db, progress) -> int:
         raise UsageError(str(e)) from None
     ts = TaskScheduler(tasks, args.target, trials=args.trials, seed=args.seed, database=db,
                        batch_size=min(args.batch_size, 16), strategy=args.strategy,
-                       cost_model=args.cost_model)
+                       cost_model=args.cost_model, retime_top=args.retime)
     for t in ts.tuners:
         t.events.subscribe(progress)
     results = ts.run()

@@ -89,3 +89,72 @@ def test_bad_files_never_execute_and_say_what_is_wrong(tmp_path, wl):
 def test_record_json_round_trip(wl):
     r = _rec(wl, 2, 1e-3)
     assert TuningRecord.from_json(json.loads(json.dumps(r.to_json()))) == r
+
+
+def test_retimes_count_in_seconds_survive_reload_and_merge_once(tmp_path, wl):
+    db = Database(tmp_path / "db")
+    lucky, steady = _rec(wl, 2, 1e-3), _rec(wl, 4, 2e-3)
+    db.commit_record(lucky)
+    db.commit_record(steady)
+    assert db.best(wl, "llvm")[0].trial == 2
+    # timed again: the "lucky" one is really 3 ms, the steady one 2 ms
+    after = db.commit_retime(lucky, [3e-3] * 5)
+    assert after.seconds == pytest.approx(3e-3) and len(after.retime_secs) == 5
+    db.commit_retime(steady, (2e-3, 2.1e-3, 1.9e-3))
+    for d in (db, Database(tmp_path / "db")):
+        assert d.best(wl, "llvm")[0].trial == 4
+        assert d.record(wl, "llvm", lucky.trace).seconds == pytest.approx(3e-3)
+    df = Database(tmp_path / "db").to_dataframe()
+    assert sorted(df["retimed"]) == [3, 5]
+    # merging twice copies the re-timings once
+    other = Database(tmp_path / "other")
+    assert other.merge(tmp_path / "db") == 2
+    assert other.merge(tmp_path / "db") == 0
+    again = Database(tmp_path / "other")
+    assert again.record(wl, "llvm", lucky.trace).retime_secs == (3e-3,) * 5
+    assert again.best(wl, "llvm")[0].trial == 4
+
+
+def test_a_failed_retime_makes_the_record_incorrect(tmp_path, wl):
+    db = Database(tmp_path / "db")
+    fast, slow = _rec(wl, 2, 1e-3), _rec(wl, 4, 2e-3)
+    db.commit_record(fast)
+    db.commit_record(slow)
+    after = db.commit_retime(fast, error="re-timing: wrong: max abs error 3.0")
+    assert not after.ok and after.retime_error.startswith("re-timing: wrong")
+    for d in (db, Database(tmp_path / "db")):
+        assert [r.trial for r in d.best(wl, "llvm", k=5)] == [4]
+    # the record line itself is unchanged: its original measurement stays
+    lines = (tmp_path / "db" / "records.jsonl").read_text().splitlines()
+    assert all(json.loads(x)["error"] is None for x in lines)
+    with pytest.raises(DatabaseError, match="failed record"):
+        db.commit_retime(fast, [1e-3])
+
+
+def test_bad_retimes_say_what_to_fix(tmp_path, wl):
+    db = Database(tmp_path / "db")
+    r = _rec(wl, 2, 1e-3)
+    with pytest.raises(DatabaseError, match="commit it first"):
+        db.commit_retime(r, [1e-3])
+    db.commit_record(r)
+    for bad in ([], [0.0], [-1e-3], [float("nan")], ["fast"], 5):
+        with pytest.raises(DatabaseError, match="run_secs"):
+            db.commit_retime(r, bad)
+    with pytest.raises(DatabaseError, match="not both"):
+        db.commit_retime(r)
+    with pytest.raises(DatabaseError, match="not both"):
+        db.commit_retime(r, [1e-3], error="x")
+    assert db.record(wl, "llvm", r.trace).retime_secs == ()
+    # a torn last line, a line for an unknown trace, a bad line: skipped with warnings
+    db.commit_retime(r, [2e-3])
+    with open(tmp_path / "db" / "retimes.jsonl", "a") as f:
+        f.write(json.dumps({"v": 1, "workload": wl.key, "target": "llvm",
+                            "trace": _trace(wl, 8), "run_secs": [1e-3]}) + "\n")
+        f.write(json.dumps({"v": 1, "workload": wl.key, "target": "llvm",
+                            "trace": r.trace, "run_secs": [-1]}) + "\n")
+        f.write('{"v": 1, "workload": "g')
+    with pytest.warns(UserWarning) as caught:
+        d = Database(tmp_path / "db")
+    msgs = " ".join(str(w.message) for w in caught)
+    assert "no record here" in msgs and "run_secs" in msgs and "torn" in msgs
+    assert d.record(wl, "llvm", r.trace).retime_secs == (2e-3,)

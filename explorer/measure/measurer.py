@@ -13,6 +13,7 @@ target's cores; kernels take their thread count from the target.
 """
 from __future__ import annotations
 
+import math
 import os
 
 from ..backends.target import as_target
@@ -52,6 +53,18 @@ class Measurer:
         ``MeasureResult`` per input, in order; failures are values."""
         inputs = list(inputs)
         return self.runner.run(inputs, self.builder.build(inputs), cutoff_secs)
+
+    def remeasure(self, inputs: list, rounds: int) -> list:
+        """Build ``inputs`` once, then run them ``rounds`` times, interleaved (round r
+        runs each input once, each run checked against numpy again): per input, the
+        list of its ``rounds`` results. No cutoff: these are known good candidates."""
+        inputs = list(inputs)
+        builds = self.builder.build(inputs)
+        out: list = [[] for _ in inputs]
+        for _ in range(rounds):
+            for i, res in enumerate(self.runner.run(inputs, builds, cutoff_secs=math.inf)):
+                out[i].append(res)
+        return out
 
     def measure_schedules(self, schedules: list, cutoff_secs: float | None = None) -> list:
         return self.measure([self.input(s) for s in schedules], cutoff_secs)
