@@ -8,26 +8,32 @@ outer loops, vectorized inner loop, unroll steps 0/16/64/512 made explicit,
 decompose_reduction, the conv padding inlined or placed); build each with the
 LLVM backend for the host (all cores), check it against numpy, time it: the
 fastest of 5 repeats, and the fastest of 4 such passes over all kernels,
-minutes apart (other processes on a shared machine only add time). Then, over
-5 shuffles, train on 256 candidates and score the next 64: pairwise rank
-accuracy and top-8 recall of each model configuration, each workload on its
-own and with the other workload's records given first (transfer), and the
-default model on MetaSchedule's 164 features alone. It also prints how well
-timing passes agree with each other (one pass with another; the faster of two
-passes with the faster of the other two): labels are that noisy, and no
-model can agree with them much more often than they agree with themselves.
+minutes apart; ``--rounds N`` then re-times every kernel in N round-robin
+rounds (one timing each per round) and the label is the fastest of all (other
+processes on a shared machine only add time). Then, over 5 shuffles, train on
+256 candidates and score the next 64: pairwise rank accuracy and top-8 recall
+of each model configuration, each workload on its own and with the other
+workload's records given first (transfer), and the default model on
+MetaSchedule's 164 features alone. It also prints how well timing passes (and
+the even rounds with the odd) agree with each other: labels are that noisy.
 
 The defaults (``XGBCostModel()``: rank objective from the codegen prior, eta
 0.05, 200 rounds) were chosen by cross-validation inside the 256 training
 candidates of shuffles 0-4 (train on 192, score 64); ``--first-shuffle 5
 --shuffles 20`` scores them on shuffles not used for choosing. Measured here
-(2-core Emerald Rapids VM, features of version 2): 0.822 (gemm 0.846, C6
-0.797) on shuffles 0-4 and 0.800 on shuffles 5-24; ``rank-v1`` (the previous
-parameters: no prior, eta 0.1, 300 rounds) 0.811 and 0.793 on these
-features, 0.805 and 0.782 on the 182 of version 1. Pass-to-pass agreement is
-0.86-0.87 (the faster of two passes against the faster of the other two:
-0.86-0.88); on the pairs all four passes order alike (3/4 of the pairs) the
-model is right 0.90-0.93 of the time, on the others 0.55-0.60.
+(2-core Emerald Rapids VM, features of version 2, labels from 4 passes and 48
+rounds on a quiet machine: even rounds agree with odd on 0.958 gemm / 0.950 C6
+of pairs): 0.856 (gemm 0.866, C6 0.845) on shuffles 0-4, **0.840** (gemm 0.858,
+C6 0.823) on shuffles 5-24; MetaSchedule's 164 features alone 0.790; random
+0.483. Labels from 4 passes alone: 0.848 and 0.836; from 4 passes + 24 rounds:
+0.859 and 0.841: past 24 rounds, cleaner labels no longer help. On shuffles
+5-24 (24-round labels) the model orders 0.98 of pairs more than 3x apart, 0.83-0.86 of pairs
+1.5-3x apart, 0.65 of pairs 1.15-1.5x apart: most of what it misses are real
+differences, not noise. Around the defaults (prior weight 0.5/2, depth 2/4, 400
+rounds, eta 0.1, colsample 0.8, subsample 1, min_child_weight 1) no variant
+scored above them on shuffles 0-4 (0.850-0.856), and a model on the sampling
+decisions alone (tile sizes, unroll, vectorize, cache and padding choices)
+0.723 / 0.728.
 
 Measurements are cached in --data (one .npz per workload: seeds, passes,
 costs); features are recomputed from the seeds with the current extractor:
@@ -35,6 +41,7 @@ costs); features are recomputed from the seeds with the current extractor:
     python3 benchmarks/cost_model_accuracy.py                  # ~40 min on 2 cores, then cached
     python3 benchmarks/cost_model_accuracy.py --kinds rank,random --shuffles 3
     python3 benchmarks/cost_model_accuracy.py --kinds rank --first-shuffle 5 --shuffles 20
+    python3 benchmarks/cost_model_accuracy.py --rounds 48 --kinds rank   # +10 min a workload
 """
 from __future__ import annotations
 
