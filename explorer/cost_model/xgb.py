@@ -49,13 +49,14 @@ class XGBCostModel(CostModel):
     measured gemm 512 and ResNet-18 C6 candidates (benchmarks/cost_model_accuracy.py):
     the pairwise rank objective from the analytic prior (``prior_weight`` 1) with
     shallow, subsampled trees (max_depth 3, eta 0.05, subsample 0.8,
-    colsample_bytree 0.5, 200 rounds). Trained on 256 candidates it ranks 0.822
-    of the pairs of the next 64 right (0.800 over 20 shuffles not used for
-    choosing), against 0.805 (0.782) for the previous default (no prior, eta
-    0.1, 300 rounds, the 182 features of version 1) and 0.73 for MetaSchedule's recipe
-    (``XGBCostModel(**METASCHEDULE)``: label-weighted squared error on best/this
-    cost, deep trees, no prior). Two timing passes of the same candidates agree
-    on only 0.86-0.88 of pairs: the labels are that noisy.
+    colsample_bytree 0.5, 200 rounds). Trained on 256 candidates it ranks 0.856
+    of the pairs of the next 64 right (0.840 over 20 shuffles not used for
+    choosing; labels: the fastest of 4 passes and 48 interleaved rounds on a
+    quiet machine), against 0.790 on MetaSchedule's 164 features alone and
+    about 0.73 for MetaSchedule's recipe (``XGBCostModel(**METASCHEDULE)``:
+    label-weighted squared error on best/this cost, deep trees, no prior). On
+    noisier labels taken under load (two passes agreeing on 0.86-0.88 of pairs)
+    the same model scored 0.822 / 0.800.
 
     ``prior_weight``: weight of the analytic prior in the rank objective's scores
     (0: trees alone). It needs the full feature layout (``NUM_FEATURES`` columns);
