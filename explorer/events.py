@@ -62,6 +62,26 @@ class NewBest:
 
 
 @dataclass(frozen=True)
+class Retiming:
+    """The rounds are done; the fastest candidates are being timed again (a few
+    seconds) and the best may change (a NewBest follows if it does)."""
+    workload: str
+    candidates: int
+    rounds: int
+
+
+@dataclass(frozen=True)
+class Retimed:
+    """The re-timing's outcome: per trial, the median over all its runs now (seconds
+    and GFLOP/s; None with the error when a re-run failed: no longer correct)."""
+    workload: str
+    trials: tuple
+    seconds: tuple
+    gflops: tuple
+    errors: tuple
+
+
+@dataclass(frozen=True)
 class TuningFinished:
     workload: str
     trials: int

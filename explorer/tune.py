@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from .backends.target import as_target
 from .database import Database, TuningRecord
 from .errors import ExplorerError
-from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, RoundStarted,
-                     TuningFinished, TuningStarted)
+from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, Retimed, Retiming,
+                     RoundStarted, TuningFinished, TuningStarted)
 from .schedule import Trace
 
 
@@ -219,6 +219,7 @@ class Tuner:
         if len(top) < 2 or not self.retime_rounds:
             return []
         wl = self.workload
+        self.events.emit(Retiming(wl.key, len(top), self.retime_rounds))
         scheds = [self.space.apply(Trace.from_json(r.trace)) for r in top]
         top = [r for r, s in zip(top, scheds) if s is not None]
         inputs = [self.measurer.input(s) for s in scheds if s is not None]
@@ -238,6 +239,12 @@ class Tuner:
                 after = self._commit_retime(rec, secs, None) if secs else rec
             new[id(rec)] = after
             out.append((rec.trial, rec.seconds, after.seconds))
+        afters = list(new.values())
+        self.events.emit(Retimed(
+            wl.key, tuple(r.trial for r in afters),
+            tuple(r.seconds if r.ok else None for r in afters),
+            tuple(wl.flops / r.seconds / 1e9 if r.ok else None for r in afters),
+            tuple(r.retime_error for r in afters)))
         st["ok"] = [new.get(id(r), r) for r in st["ok"]]
         st["ok"] = [r for r in st["ok"] if r.ok]
         old = st["best"]

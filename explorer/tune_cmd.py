@@ -14,7 +14,8 @@ import sys
 import time
 
 from .errors import ExplorerError
-from .events import CandidateMeasured, NewBest, RoundStarted, TuningFinished, TuningStarted
+from .events import (CandidateMeasured, NewBest, Retiming, RoundStarted, TuningFinished,
+                     TuningStarted)
 
 
 def add_arguments(p) -> None:
@@ -110,6 +111,10 @@ class Progress:
             self.best = ev.gflops
         elif isinstance(ev, RoundStarted) and not self.tty and ev.round > 0:
             self._line(self._status(), final=True)
+        elif isinstance(ev, Retiming):
+            self._line(self._status(), final=True)
+            self._line(f"timing the {ev.candidates} fastest again ({ev.rounds} interleaved "
+                       "rounds) to pick the best", final=True)
         elif isinstance(ev, TuningFinished):
             self._line(self._status(), final=True)
 

@@ -82,3 +82,23 @@ def test_console_script_runs_when_installed():
     proc = subprocess.run([exe, "bench", "--cases", "gemm-9"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "unknown bench case 'gemm-9'" in proc.stderr
+
+
+def test_progress_lines_say_when_the_fastest_are_timed_again():
+    import io
+    from explorer.events import (CandidateMeasured, NewBest, Retiming, TuningFinished,
+                                 TuningStarted)
+    from explorer.tune_cmd import Progress
+    out = io.StringIO()
+    p = Progress(stream=out)
+    p(TuningStarted("gemm", "llvm", 2, "evolutionary", 0))
+    for t in range(2):
+        p(CandidateMeasured("gemm", 0, t, {}, 1e-3, 2.0, None, None))
+    p(NewBest("gemm", 1, 1e-3, 2.0, {}))
+    p(Retiming("gemm", 2, 3))
+    p(NewBest("gemm", 0, 1.2e-3, 1.5, {}))
+    p(TuningFinished("gemm", 2, 2, 0, 1.2e-3, 1.5, 0.1))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("tuning gemm on llvm")
+    assert "timing the 2 fastest again (3 interleaved rounds)" in lines[-2]
+    assert "2/2 trials, best 1.5 GFLOP/s" in lines[-1]

@@ -191,7 +191,12 @@ def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     best = db.best(wl, res.target)[0]
     assert best.trace == res.trace and best.seconds == pytest.approx(res.best_seconds)
     assert len(best.retime_secs) == 6
-    assert isinstance(events[-2], NewBest) and events[-2].trace == res.trace
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[-4:] == ["Retiming", "Retimed", "NewBest", "TuningFinished"]
+    assert events[-4].candidates == 3 and events[-4].rounds == 2
+    again = dict(zip(events[-3].trials, events[-3].seconds))
+    assert again[lucky.trial] == pytest.approx(lucky.seconds)
+    assert events[-2].trace == res.trace
     assert events[-1].best_seconds == pytest.approx(res.best_seconds)
     _check_records(db, wl, res.target)
 

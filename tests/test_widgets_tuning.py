@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 
 from explorer import Schedule, build, ops  # noqa: E402
 from explorer.events import (CandidateMeasured, EventBus, ModelUpdated, NewBest,  # noqa: E402
-                             RoundStarted, TuningFinished, TuningStarted)
+                             Retimed, Retiming, RoundStarted, TuningFinished, TuningStarted)
 from widgets import CostModelView, ScheduleExplorer, SpaceSampler, TuningDashboard  # noqa: E402
 from widgets._sampler_state import knobs_of  # noqa: E402
 
@@ -47,7 +47,7 @@ def gemm_space(wl=WL):
     return sample
 
 
-def synthetic_run(bus, clock, rounds=3, per_round=4, fail_every=5, step=1.0):
+def synthetic_run(bus, clock, rounds=3, per_round=4, fail_every=5, step=1.0, finish=True):
     """Emit what a tuner would: rounds of measured candidates, model updates, bests."""
     bus.log = []
     bus.subscribe(bus.log.append)
@@ -74,8 +74,9 @@ def synthetic_run(bus, clock, rounds=3, per_round=4, fail_every=5, step=1.0):
                               None if r == 0 else 0.3 * r,
                               (("loop extent product (C)", 3.0 + r), ("bytes of B per iter", 5.0),
                                ("vector lanes", 1.0))))
-    bus.emit(TuningFinished(WL.key, total, total, total // fail_every, WL.flops / best / 1e9,
-                            best, clock.t))
+    if finish:
+        bus.emit(TuningFinished(WL.key, total, total, total // fail_every, WL.flops / best / 1e9,
+                                best, clock.t))
     return schedules
 
 
@@ -99,6 +100,37 @@ def test_dashboard_folds_events_into_curve_scatter_accuracy_progress_and_table(c
     assert len(axes[1].collections[0].get_offsets()) == 6     # rounds 1-2 less 2 failures
     assert list(axes[2].lines[0].get_xdata()) == [1, 2]                   # rank accuracy
     assert capsys.readouterr().out == ""                                  # never prints
+
+
+def test_dashboard_takes_retimed_seconds_so_table_rank_1_is_the_best(capsys):
+    bus, clock = EventBus(), Clock()
+    dash = TuningDashboard(bus, workload=WL, top_k=5, interval=0.5, clock=clock)
+    synthetic_run(bus, clock, step=0.1, finish=False)
+    st = dash.state
+    lucky = int(st.top_k(5)["trial"].iloc[0])
+    second = int(st.top_k(5)["trial"].iloc[1])
+    bus.emit(Retiming(WL.key, 2, 3))
+    assert "timing the 2 fastest again" in st.progress_text()
+    # the lucky one re-timed 10x slower; the second holds up; a third turned out wrong
+    secs = {r.trial: r.seconds for r in st.rows}
+    third = int(st.top_k(5)["trial"].iloc[2])
+    bus.emit(Retimed(WL.key, (lucky, second, third), (secs[lucky] * 10, secs[second], None),
+                     (WL.flops / secs[lucky] / 10 / 1e9, WL.flops / secs[second] / 1e9, None),
+                     (None, None, "re-timing: wrong: max abs error 2.0")))
+    bus.emit(NewBest(WL.key, second, secs[second], WL.flops / secs[second] / 1e9,
+                     st.trace_of(second)))
+    bus.emit(TuningFinished(WL.key, 12, 12, 2, secs[second], WL.flops / secs[second] / 1e9,
+                            clock.t))
+    df = st.top_k(5)
+    assert int(df["trial"].iloc[0]) == second == st.best.trial
+    assert third not in list(df["trial"]) and st.failed == 3
+    everything = st.top_k(12)
+    assert bool(df["re-timed"].iloc[0]) and lucky in list(everything["trial"])
+    row = everything[everything["trial"] == lucky].iloc[0]
+    assert row["re-timed"] and row["ms"] == pytest.approx(secs[lucky] * 10 * 1e3, abs=1e-4)
+    assert sorted(everything.loc[everything["re-timed"], "trial"]) == sorted([lucky, second])
+    assert "re-timed" in dash.table.value and "done" in dash.progress_text.value
+    assert capsys.readouterr().out == ""
 
 
 def test_dashboard_eta_and_throttled_redraws():

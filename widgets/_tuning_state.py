@@ -5,10 +5,10 @@ pictures ask. No ipywidgets, no drawing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from explorer.events import (CandidateMeasured, ModelUpdated, NewBest, RoundStarted,
-                             TuningFinished, TuningStarted)
+from explorer.events import (CandidateMeasured, ModelUpdated, NewBest, Retimed, Retiming,
+                             RoundStarted, TuningFinished, TuningStarted)
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class Row:
     error: str | None
     predicted: float | None
     trace: dict
+    retimed: bool = False
 
 
 class DashboardState:
@@ -36,6 +37,7 @@ class DashboardState:
         self.rows: list = []
         self.models: list = []           # ModelUpdated events
         self.best: NewBest | None = None
+        self.retiming: Retiming | None = None
         self.round = 0
         self.round_candidates = 0
         self._t0: float | None = None
@@ -53,6 +55,15 @@ class DashboardState:
             self.models.append(event)
         elif isinstance(event, NewBest):
             self.best = event
+        elif isinstance(event, Retiming):
+            self.retiming = event
+        elif isinstance(event, Retimed):
+            again = {t: (s, g, e) for t, s, g, e in zip(event.trials, event.seconds,
+                                                        event.gflops, event.errors)}
+            self.rows = [r if r.trial not in again else
+                         replace(r, seconds=again[r.trial][0], gflops=again[r.trial][1],
+                                 error=again[r.trial][2], retimed=True)
+                         for r in self.rows]
         elif isinstance(event, TuningFinished):
             self.finished = event
 
@@ -90,6 +101,8 @@ class DashboardState:
         eta = self.eta_seconds()
         left = "done" if self.finished else ("estimating..." if eta is None
                                              else f"about {_fmt_time(eta)} left")
+        if self.retiming is not None and self.finished is None:
+            left = f"timing the {self.retiming.candidates} fastest again"
         best = f", best {self.best.gflops:.2f} GFLOP/s" if self.best else ""
         return (f"{self.done}/{self.trials} trials (round {self.round}, {self.failed} failed)"
                 f"{best}; {_fmt_time(self.elapsed())} elapsed, {left}")
@@ -107,6 +120,7 @@ class DashboardState:
             "GFLOP/s": [round(r.gflops, 3) for r in ok],
             "ms": [round(r.seconds * 1e3, 4) if r.seconds else None for r in ok],
             "predicted": [None if r.predicted is None else round(r.predicted, 4) for r in ok],
+            "re-timed": [r.retimed for r in ok],
         }, index=pd.RangeIndex(1, len(ok) + 1, name="rank"))
 
     def trace_of(self, trial: int) -> dict:
