@@ -41,15 +41,16 @@ def main(args) -> int:
         return 0
     entries = {w["key"]: w for w in db.workloads()}
     print(f"{'workload':60s} {'target':28s} {'trials':>6s} {'failed':>6s} {'best ms':>9s} "
-          f"{'GFLOP/s':>8s}")
+          f"{'GFLOP/s':>8s} {'runs':>5s}")
     for (wk, tgt), recs in sorted(groups.items()):
         ok = [r for r in recs if r.ok]
         best = min(ok, key=lambda r: r.seconds) if ok else None
         fl = _flops(entries.get(wk, {}))
         ms = best.seconds * 1e3 if best else float("nan")
         gf = fl / best.seconds / 1e9 if best and fl else float("nan")
+        runs = len(best.run_secs) + len(best.retime_secs) if best else 0
         print(f"{wk[:60]:60s} {tgt[:28]:28s} {len(recs):6d} {len(recs) - len(ok):6d} "
-              f"{ms:9.3f} {gf:8.1f}")
+              f"{ms:9.3f} {gf:8.1f} {runs:5d}")
         if args.trace and best:
             print("    " + "\n    ".join(Trace.from_json(best.trace).as_python()))
     return 0

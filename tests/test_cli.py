@@ -102,3 +102,35 @@ def test_progress_lines_say_when_the_fastest_are_timed_again():
     assert lines[0].startswith("tuning gemm on llvm")
     assert "timing the 2 fastest again (3 interleaved rounds)" in lines[-2]
     assert "2/2 trials, best 1.5 GFLOP/s" in lines[-1]
+
+
+def test_show_prints_the_best_per_workload_with_its_runs(tmp_path, capsys):
+    from explorer import Schedule, Trace, build, ops
+    from explorer.database import Database, TuningRecord
+    wl = ops.get("gemm", 16, 16, 16)
+    db = Database(tmp_path / "db")
+    db.commit_workload(wl)
+    traces = []
+    for factor in (2, 4):
+        sch = Schedule(wl)
+        i, _, _ = sch.get_loops(sch.get_block("C"))
+        sch.split(i, [None, factor])
+        traces.append(sch.trace.as_json())
+    lucky = TuningRecord(wl.key, "llvm", traces[0], (1e-4, 1e-4, 1e-4), trial=0)
+    steady = TuningRecord(wl.key, "llvm", traces[1], (2e-4, 2e-4, 2e-4), trial=1)
+    db.commit_record(lucky)
+    db.commit_record(steady)
+    db.commit_retime(lucky, [5e-4] * 6)
+    assert cli.main(["show", "--db", str(tmp_path / "db"), "--trace"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[-3:] == ["ms", "GFLOP/s", "runs"]
+    row = out[1].split()
+    assert row[-5:] == ["2", "0", "0.200", f"{wl.flops / 2e-4 / 1e9:.1f}", "3"]
+    assert "split" in "\n".join(out[2:]) and "4" in "\n".join(out[2:])
+    sch = Trace.from_json(traces[1]).apply_to(Schedule(wl))
+    args = wl.make_args(0)
+    build(sch, "interp")(*args)
+    wl.check(args)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["show", "--db", str(tmp_path / "missing")])
+    assert e.value.code == 2 and not (tmp_path / "missing").exists()
