@@ -98,7 +98,8 @@ class TuningDashboard:
         self.progress_text.value = html.escape(st.progress_text())
         df = st.top_k(self.k)
         self.table.value = _TABLE_STYLE + df.reset_index().to_html(
-            classes="se-topk-table", border=0, na_rep="", index=False)
+            classes="se-topk-table", border=0, na_rep="", index=False,
+            formatters={"re-timed": lambda v: "\u2713" if v else ""})
         options = [(f"#{rank} (trial {t})", rank) for rank, t in zip(df.index, df["trial"])]
         if list(self.pick.options) != options:
             old = self.pick.value

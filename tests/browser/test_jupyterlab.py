@@ -138,6 +138,10 @@ def test_dashboard_shows_curve_table_and_apply_loads_into_the_explorer(page):
     page.wait_for_function("document.querySelector('.se-dashboard .se-progress').innerText"
                            ".includes('6/6 trials')")
     page.wait_for_function("document.querySelectorAll('.se-topk table tbody tr').length == 6")
+    page.wait_for_function(  # the two re-timed candidates are marked; trial 3 fell to rank 3
+        "document.querySelector('.se-topk table').innerText.split('\u2713').length == 3")
+    rows = page.locator(f"{PANEL} .se-topk table tbody tr").all_inner_texts()
+    assert rows[0].split()[:2] == ["1", "5"] and rows[2].split()[:2] == ["3", "3"]
     page.wait_for_function("document.querySelector('.se-dashboard .se-live-figure')"
                            ".naturalWidth > 500")
     dash.scroll_into_view_if_needed()
