@@ -90,6 +90,16 @@ class TuningRecord:
             raise DatabaseError(f"record is missing or has a bad field ({e})") from None
 
 
+def ranked(records) -> list:
+    """The correct records, fastest first, those with re-timings before the others: a
+    tuning run ends by timing its fastest few again, and a record that was only
+    measured once (a lucky quiet second among hundreds of measurements) must not
+    pass them on the strength of that one measurement. Without re-timings: by
+    seconds alone."""
+    ok = [r for r in records if r.ok]
+    return sorted(ok, key=lambda r: (not r.retime_secs, r.seconds))
+
+
 def _check_secs(run_secs, what: str) -> tuple:
     try:
         secs = tuple(float(x) for x in run_secs)
@@ -310,9 +320,9 @@ class Database:
         return (key, str(target), trace_key(trace)) in self._keys
 
     def best(self, workload, target, k: int = 1) -> list:
-        """The ``k`` fastest correct records for this workload and target."""
-        ok = [r for r in self.records(workload, target) if r.ok]
-        return sorted(ok, key=lambda r: r.seconds)[:k]
+        """The ``k`` fastest correct records for this workload and target (re-timed
+        ones first: see ``ranked``)."""
+        return ranked(self.records(workload, target))[:k]
 
     def best_schedule(self, workload, target):
         """The best trace replayed on a fresh schedule of ``workload`` (a Workload)."""

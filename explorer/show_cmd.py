@@ -26,7 +26,7 @@ def main(args) -> int:
     from pathlib import Path
 
     from .cli import UsageError
-    from .database import Database
+    from .database import Database, ranked
     from .schedule import Trace
     if not Path(args.db).is_dir():
         raise UsageError(f"no database directory {args.db!r}; run explorer tune --db {args.db} "
@@ -44,7 +44,7 @@ def main(args) -> int:
           f"{'GFLOP/s':>8s} {'runs':>5s}")
     for (wk, tgt), recs in sorted(groups.items()):
         ok = [r for r in recs if r.ok]
-        best = min(ok, key=lambda r: r.seconds) if ok else None
+        best = ranked(ok)[0] if ok else None
         fl = _flops(entries.get(wk, {}))
         ms = best.seconds * 1e3 if best else float("nan")
         gf = fl / best.seconds / 1e9 if best and fl else float("nan")

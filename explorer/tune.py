@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from .backends.target import as_target
-from .database import Database, TuningRecord
+from .database import Database, TuningRecord, ranked
 from .errors import ExplorerError
 from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, Retimed, Retiming,
                      RoundStarted, TuningFinished, TuningStarted)
@@ -155,7 +155,7 @@ class Tuner:
         cut = sum(_is_cutoff(r.error) for r in done)
         self.state = {"trial": len(done), "failed": len(done) - len(ok) - cut, "cutoff": cut,
                       "measured": 0, "ok": list(ok), "retimed": [],
-                      "best": min(ok, key=lambda r: r.seconds, default=None), "stale": 0,
+                      "best": (ranked(ok) or [None])[0], "stale": 0,
                       "round": 0, "exhausted": False}
         self.history: list = []
         self.rounds: list = []
@@ -248,7 +248,7 @@ class Tuner:
         st["ok"] = [new.get(id(r), r) for r in st["ok"]]
         st["ok"] = [r for r in st["ok"] if r.ok]
         old = st["best"]
-        st["best"] = min(st["ok"], key=lambda r: r.seconds, default=None)
+        st["best"] = (ranked(st["ok"]) or [None])[0]
         b = st["best"]
         if b is not None and (old is None or b.trace != old.trace):
             self.events.emit(NewBest(wl.key, b.trial, b.seconds, wl.flops / b.seconds / 1e9,
@@ -300,7 +300,7 @@ class Tuner:
             state["cutoff"] += cut
             state["failed"] += not res.ok and not cut
             costs.append(secs if secs else math.inf)
-            if res.ok and (state["best"] is None or secs < state["best"].seconds):
+            if res.ok and (state["best"] is None or ranked([state["best"], rec])[0] is rec):
                 state["best"] = rec
                 improved = True
                 self.events.emit(NewBest(wl.key, rec.trial, secs, gflops, trace))

@@ -121,11 +121,12 @@ def test_show_prints_the_best_per_workload_with_its_runs(tmp_path, capsys):
     db.commit_record(lucky)
     db.commit_record(steady)
     db.commit_retime(lucky, [5e-4] * 6)
+    db.commit_retime(steady, [2e-4] * 6)
     assert cli.main(["show", "--db", str(tmp_path / "db"), "--trace"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[-3:] == ["ms", "GFLOP/s", "runs"]
     row = out[1].split()
-    assert row[-5:] == ["2", "0", "0.200", f"{wl.flops / 2e-4 / 1e9:.1f}", "3"]
+    assert row[-5:] == ["2", "0", "0.200", f"{wl.flops / 2e-4 / 1e9:.1f}", "9"]
     assert "split" in "\n".join(out[2:]) and "4" in "\n".join(out[2:])
     sch = Trace.from_json(traces[1]).apply_to(Schedule(wl))
     args = wl.make_args(0)

@@ -158,3 +158,15 @@ def test_bad_retimes_say_what_to_fix(tmp_path, wl):
     msgs = " ".join(str(w.message) for w in caught)
     assert "no record here" in msgs and "run_secs" in msgs and "torn" in msgs
     assert d.record(wl, "llvm", r.trace).retime_secs == (2e-3,)
+
+
+def test_a_record_measured_once_does_not_pass_re_timed_ones(tmp_path, wl):
+    db = Database(tmp_path / "db")
+    checked, once = _rec(wl, 2, 2e-3), _rec(wl, 4, 1e-3)
+    db.commit_record(checked)
+    db.commit_record(once)
+    assert db.best(wl, "llvm")[0].trial == 4          # nothing re-timed: by seconds
+    db.commit_retime(checked, [2e-3] * 6)
+    assert [r.trial for r in db.best(wl, "llvm", k=2)] == [2, 4]
+    db.commit_retime(once, [1.1e-3] * 6)               # re-timed too: by seconds again
+    assert [r.trial for r in Database(tmp_path / "db").best(wl, "llvm", k=2)] == [4, 2]

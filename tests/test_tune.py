@@ -182,21 +182,29 @@ def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     db = Database(tmp_path / "db")
     lucky = db.record(wl, res.target, m.lucky)
     # it was the best before re-timing; its re-timings (2 rounds x 3 repeats) are its
-    # real runs, and the median over all its runs puts it back among the slow
+    # real runs, and the median over all its runs is its real time again
     assert len(res.retimed) == 3
     first = min(res.retimed, key=lambda r: r["seconds_before"])
     assert first["trial"] == lucky.trial
     assert first["seconds_after"] > 100 * first["seconds_before"]
-    assert len(lucky.retime_secs) == 6 and lucky.trace != res.trace
+    assert len(lucky.retime_secs) == 6
+    # the best is the fastest of the re-timed (its median over all runs), in the result,
+    # the database and the events alike; a record measured once does not pass it
+    fastest = min(res.retimed, key=lambda r: r["seconds_after"])
+    assert res.best_seconds == pytest.approx(fastest["seconds_after"])
     best = db.best(wl, res.target)[0]
-    assert best.trace == res.trace and best.seconds == pytest.approx(res.best_seconds)
-    assert len(best.retime_secs) == 6
+    assert best.trial == fastest["trial"] and best.trace == res.trace
+    assert best.seconds == pytest.approx(res.best_seconds) and len(best.retime_secs) == 6
     kinds = [type(e).__name__ for e in events]
-    assert kinds[-4:] == ["Retiming", "Retimed", "NewBest", "TuningFinished"]
-    assert events[-4].candidates == 3 and events[-4].rounds == 2
-    again = dict(zip(events[-3].trials, events[-3].seconds))
-    assert again[lucky.trial] == pytest.approx(lucky.seconds)
-    assert events[-2].trace == res.trace
+    changed = res.trace != lucky.trace            # the usual case; unless it really is fastest
+    assert kinds[-4:] == ["Retiming", "Retimed", "NewBest", "TuningFinished"] if changed \
+        else kinds[-3:] == ["Retiming", "Retimed", "TuningFinished"]
+    retiming = next(e for e in events if type(e).__name__ == "Retiming")
+    retimed = next(e for e in events if type(e).__name__ == "Retimed")
+    assert retiming.candidates == 3 and retiming.rounds == 2
+    assert dict(zip(retimed.trials, retimed.seconds))[lucky.trial] == pytest.approx(lucky.seconds)
+    if changed:
+        assert events[-2].trace == res.trace
     assert events[-1].best_seconds == pytest.approx(res.best_seconds)
     _check_records(db, wl, res.target)
 
