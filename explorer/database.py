@@ -7,7 +7,8 @@ from (strategy, round, trial, seed); ``retimes.jsonl`` (optional) more run
 times of records already there, taken when a tuning run ends: the fastest few
 candidates timed again in interleaved rounds, so that "best" is not the one
 lucky measurement among hundreds. A record's ``seconds`` is the median of all
-its run times, the re-timings included. Every line is appended with a single
+its run times, the re-timings included, and ``best`` ranks re-timed records
+before those measured once. Every line is appended with a single
 ``write`` on an ``O_APPEND`` file and flushed to disk, so a process killed
 mid-write leaves at most one torn last line, which loading skips with a
 warning. Loading only parses JSON; nothing is executed. A tuning run resumes
