@@ -64,7 +64,8 @@ class NewBest:
 @dataclass(frozen=True)
 class Retiming:
     """The rounds are done; the fastest candidates are being timed again (a few
-    seconds) and the best may change (a NewBest follows if it does)."""
+    seconds); a Retimed and a NewBest (the best with its seconds over all its runs,
+    the same candidate or another) follow."""
     workload: str
     candidates: int
     rounds: int

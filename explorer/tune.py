@@ -247,10 +247,9 @@ class Tuner:
             tuple(r.retime_error for r in afters)))
         st["ok"] = [new.get(id(r), r) for r in st["ok"]]
         st["ok"] = [r for r in st["ok"] if r.ok]
-        old = st["best"]
         st["best"] = (ranked(st["ok"]) or [None])[0]
         b = st["best"]
-        if b is not None and (old is None or b.trace != old.trace):
+        if b is not None:   # the same candidate or not, its seconds are new
             self.events.emit(NewBest(wl.key, b.trial, b.seconds, wl.flops / b.seconds / 1e9,
                                      b.trace))
         st["retimed"] = out

@@ -196,16 +196,12 @@ def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     assert best.trial == fastest["trial"] and best.trace == res.trace
     assert best.seconds == pytest.approx(res.best_seconds) and len(best.retime_secs) == 6
     kinds = [type(e).__name__ for e in events]
-    changed = res.trace != lucky.trace            # the usual case; unless it really is fastest
-    assert kinds[-4:] == ["Retiming", "Retimed", "NewBest", "TuningFinished"] if changed \
-        else kinds[-3:] == ["Retiming", "Retimed", "TuningFinished"]
-    retiming = next(e for e in events if type(e).__name__ == "Retiming")
-    retimed = next(e for e in events if type(e).__name__ == "Retimed")
+    assert kinds[-4:] == ["Retiming", "Retimed", "NewBest", "TuningFinished"]
+    retiming, retimed, new_best, finished = events[-4:]
     assert retiming.candidates == 3 and retiming.rounds == 2
     assert dict(zip(retimed.trials, retimed.seconds))[lucky.trial] == pytest.approx(lucky.seconds)
-    if changed:
-        assert events[-2].trace == res.trace
-    assert events[-1].best_seconds == pytest.approx(res.best_seconds)
+    assert new_best.trace == res.trace and new_best.seconds == pytest.approx(res.best_seconds)
+    assert finished.best_seconds == pytest.approx(res.best_seconds)
     _check_records(db, wl, res.target)
 
 
