@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .backends.target import as_target
 from .database import Database, TuningRecord, ranked
@@ -231,32 +231,25 @@ class Tuner:
                     runs[i].extend(res.run_secs)
                 elif errors[i] is None and res.error_kind in WRONG_ON_RETIME:
                     errors[i] = f"re-timing: {res.error_kind}: {res.error}"
-        out, new = [], {}
-        for rec, secs, err in zip(top, runs, errors):
-            if err is not None:
-                after = self._commit_retime(rec, None, err)
-            else:
-                after = self._commit_retime(rec, secs, None) if secs else rec
-            new[id(rec)] = after
-            out.append((rec.trial, rec.seconds, after.seconds))
-        afters = list(new.values())
+        afters = [self._commit_retime(rec, None, err) if err is not None
+                  else self._commit_retime(rec, secs, None) if secs else rec
+                  for rec, secs, err in zip(top, runs, errors)]
         self.events.emit(Retimed(
             wl.key, tuple(r.trial for r in afters),
             tuple(r.seconds if r.ok else None for r in afters),
             tuple(wl.flops / r.seconds / 1e9 if r.ok else None for r in afters),
             tuple(r.retime_error for r in afters)))
-        st["ok"] = [new.get(id(r), r) for r in st["ok"]]
-        st["ok"] = [r for r in st["ok"] if r.ok]
+        new = {id(r): a for r, a in zip(top, afters)}
+        st["ok"] = [a for a in (new.get(id(r), r) for r in st["ok"]) if a.ok]
         st["best"] = (ranked(st["ok"]) or [None])[0]
         b = st["best"]
         if b is not None:   # the same candidate or not, its seconds are new
             self.events.emit(NewBest(wl.key, b.trial, b.seconds, wl.flops / b.seconds / 1e9,
                                      b.trace))
-        st["retimed"] = out
-        return out
+        st["retimed"] = [(r.trial, r.seconds, a.seconds) for r, a in zip(top, afters)]
+        return st["retimed"]
 
     def _commit_retime(self, rec: TuningRecord, secs, error):
-        from dataclasses import replace
         if self.database is not None and self.database.record(rec.workload, rec.target,
                                                               rec.trace) is not None:
             return self.database.commit_retime(rec, secs, error=error)
