@@ -225,6 +225,50 @@ def test_unrolled_local_accumulators_become_registers():
     assert "fma" in kern.assembly or "vfmadd" in kern.assembly
 
 
+def _self_loops(ir_text: str) -> list:
+    """The bodies of the single-block loops of optimized IR (a block branching to itself)."""
+    import re
+    out = []
+    for block in re.split(r"\n(?=[A-Za-z_.$0-9]+:)", ir_text):
+        m = re.match(r"([A-Za-z_.$0-9]+):", block)
+        if m and re.search(r"label %" + re.escape(m.group(1)) + r"\b",
+                           block.strip().splitlines()[-1]):
+            out.append(block)
+    return out
+
+
+def test_unrolled_tile_in_an_output_buffer_stays_in_registers():
+    """A 4x3 tile of a 4-d output accumulated in the output buffer itself (no local
+    copy), unrolled, the reduction a serial loop inside, indices written as a schedule
+    writes them (sums of split variables, as in conv2d): the accumulators stay in
+    registers across the loop. Their addresses are one base plus constant offsets;
+    built from each copy's index expressions, LLVM could not tell them apart and
+    loaded and stored all of them every iteration (about 2x slower on conv2d
+    candidates without a cache_write)."""
+    Ko, P, Q, R = 4, 16, 27, 8
+    A, Bm = Buffer("A", (R, P, Q)), Buffer("B", (Ko, R))
+    Cm = Buffer("C", (1, Ko, P, Q))
+    ko, po, pf, qo, ri = (Var(n) for n in ("ko", "po", "pf", "qo", "ri"))
+    kk = ko
+    pp = Add(Add(ii, Mul(po, C(4))), Mul(pf, C(8)))
+    qq = Add(jj, Mul(qo, C(3)))
+    out = (C(0), kk, pp, qq)
+
+    def tile(st):
+        return For(ii, 4, For(jj, 3, st, "unrolled"), "unrolled")
+    body = For(pf, 2, For(ko, Ko, For(po, 2, For(qo, 9, seq([
+        tile(BufferStore(Cm, F(0), out)),
+        For(ri, R, tile(BufferStore(
+            Cm, Add(Cm[out], Mul(A[ri, pp, qq], Bm[kk, ri])), out))),
+    ]))), "parallel"))
+    kern = check(lowered([A, Bm, Cm], body), rtol=1e-4, atol=1e-4,
+                 expect=lambda a, b, c: np.einsum("rpq,kr->kpq", a, b)[None])
+    loops = [b for b in _self_loops(kern.optimized_ir) if "fmul" in b or "fma" in b]
+    assert loops, kern.optimized_ir
+    for block in loops:
+        assert "store " not in block, block
+
+
 def test_unrolled_scalar_indices_fold():
     A, B = Buffer("A", (5, 3)), Buffer("B", (5, 3))
     body = For(i, 5, For(j, 3, BufferStore(B, Sub(A[i, Sub(C(2), j)], Cast("float32", j)),

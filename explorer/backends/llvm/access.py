@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ...errors import BuildError
 from ...ir.expr import BufferLoad, IntImm, Var
 from ...ir.functor import walk_expr
-from .analysis import flat_coeff, has_unsafe
+from .analysis import affine_form, flat_coeff, has_unsafe
 from .types import (F32, F64, I1, I32, I64, PTR, const_int, lanes_of, mem_type, poison,
                     scalar_type, splat_const, suffix)
 
@@ -145,7 +146,10 @@ class AccessEmitter:
             hit = self.cached(key)
             if hit is not None:
                 return hit
-        idx = self.flat(access.buffer.shape, access.indices, lane0, mask)
+        if key is not None and (lane0 or self.lane is None):
+            idx = self.split_flat(access.buffer.shape, access.indices)
+        else:
+            idx = self.flat(access.buffer.shape, access.indices, lane0, mask)
         g = self.b.gep(ptr, [idx], inbounds=inbounds,
                        source_etype=mem_type(access.buffer.dtype))
         if isinstance(idx.type, ir.VectorType):
@@ -166,6 +170,44 @@ class AccessEmitter:
             fn.address_block = self.b.block
             return None
         return fn.address_cache.get(key)
+
+    def split_flat(self, shape: tuple, indices: tuple) -> ir.Value:
+        """The scalar flat index of pure ``indices`` as (variable part) + constant. The
+        variable part sums the terms of variables not bound to constants, in one order,
+        and is reused within a basic block; unrolled copies (their loop variables bound
+        to constants) then address one base plus constant offsets, which LLVM's alias
+        analysis tells apart, so it keeps an accumulator tile in registers and forwards
+        its stores."""
+        const, terms, atoms = self.memo("affine", indices, lambda: affine_form(shape, indices))
+        saved = (self.lane, self.lanes)
+        self.lane, self.lanes = None, 1
+        try:
+            live = []
+            for name, coef in terms:
+                try:
+                    v = self.fn.vars[name]
+                except KeyError:
+                    raise BuildError(f"llvm codegen: variable {name} is used outside its "
+                                     "loop") from None
+                c = const_int(v)
+                if c is not None:
+                    const += c * coef
+                else:
+                    live.append((name, coef, v))
+            key = ("split", tuple((n, k, id(v)) for n, k, v in live),
+                   tuple((k, id(self.canonical(a))) for k, a in atoms),
+                   self.bindings(tuple(a for _, a in atoms)) if atoms else ())
+            acc = self.cached(key)
+            if acc is None:
+                acc = ir.Constant(I64, 0)
+                for _, coef, v in live:
+                    acc = self.add64(acc, self.mul64(v, coef))
+                for coef, atom in atoms:
+                    acc = self.add64(acc, self.mul64(self.sext64(self.emit_index(atom)), coef))
+                self.fn.address_cache[key] = acc
+            return self.add64(acc, ir.Constant(I64, const))
+        finally:
+            self.lane, self.lanes = saved
 
     def flat(self, shape: tuple, indices: tuple, lane0: bool, mask=None) -> ir.Value:
         """Row-major flat index as i64 (scalar or vector)."""

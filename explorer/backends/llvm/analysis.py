@@ -36,6 +36,35 @@ def flat_index(shape: tuple, indices: tuple) -> Expr:
     return out
 
 
+def affine_form(shape: tuple, indices: tuple) -> tuple:
+    """The row-major flat index of ``indices`` as (constant, ((variable, coefficient),
+    ...) sorted by name, ((coefficient, expression), ...) for the non-affine rest)."""
+    coefs: dict = {}
+    atoms: list = []
+    const, stride = 0, 1
+    for dim, idx in reversed(list(zip(shape, indices))):
+        const += _linear(idx, stride, coefs, atoms)
+        stride *= dim
+    return (const, tuple(sorted((k, v) for k, v in coefs.items() if v)), tuple(atoms))
+
+
+def _linear(e: Expr, scale: int, coefs: dict, atoms: list) -> int:
+    if isinstance(e, IntImm):
+        return scale * e.value
+    if isinstance(e, Var):
+        coefs[e.name] = coefs.get(e.name, 0) + scale
+        return 0
+    if isinstance(e, (Add, Sub)):
+        return _linear(e.a, scale, coefs, atoms) + \
+            _linear(e.b, scale if isinstance(e, Add) else -scale, coefs, atoms)
+    if isinstance(e, Mul) and isinstance(e.b, IntImm):
+        return _linear(e.a, scale * e.b.value, coefs, atoms)
+    if isinstance(e, Mul) and isinstance(e.a, IntImm):
+        return _linear(e.b, scale * e.a.value, coefs, atoms)
+    atoms.append((scale, e))
+    return 0
+
+
 def flat_coeff(shape: tuple, indices: tuple, lane: str):
     """Lane coefficient of the flat index of an access, or None."""
     total, stride = 0, 1
