@@ -10,7 +10,7 @@ import pytest
 from explorer import ExplorerError, Schedule, build, lower, ops
 from explorer.cost_model import (CostModelError, RandomModel, XGBCostModel, load_cost_model,
                                  pairwise_rank_accuracy, top_k_recall)
-from explorer.features import NUM_FEATURES, extract, feature_names
+from explorer.features import FEATURE_VERSION, NUM_FEATURES, extract, feature_names
 
 FAST = {"num_boost_round": 40, "nthread": 1}
 
@@ -223,7 +223,8 @@ def test_loading_corrupt_or_missing_models(tmp_path):
         XGBCostModel().load(str(tmp_path / "missing"))
     with pytest.raises(CostModelError, match="holds a 'xgb' cost model, not 'random'"):
         RandomModel().load(path)
-    with pytest.raises(CostModelError, match="features of version 2, this one uses version 99"):
+    with pytest.raises(CostModelError, match=f"features of version {FEATURE_VERSION}, this one "
+                                             "uses version 99"):
         XGBCostModel(feature_version=99).load(path)
     (tmp_path / "m" / "model.json").write_text('{"learner": {"garbage"')
     with pytest.raises(CostModelError, match="model.json.* is missing or corrupt"):

@@ -272,6 +272,36 @@ def test_codegen_group_register_tile_loop_vectorizer_and_set_conflicts():
     assert col(wide, "iter_loads") == pytest.approx(slog(2 * (1 + 3 * (1 - 12 / 16)) + 1 / 8))
 
 
+def test_codegen_group_guarded_reads_gather_in_loop_vectorized_code():
+    """A padded conv2d with its padding inlined reads the input under a Select; the
+    backend loads it through a guarded address, which LLVM's loop vectorizer turns
+    into a gather (checked in its IR): one load slot per element instead of one per
+    vector. With the padding placed the same read is a contiguous vector load."""
+    from explorer.backends import Target
+    from explorer.features import access
+    from explorer.ir.stmt import BufferStore as Store
+    wl = ops.get("conv2d", N=1, C=2, H=8, W=8, K=2, R=3, S=3, stride=1, padding=1)
+    rows = {}
+    for inline in (False, True):
+        s = Schedule(wl, seed=0)
+        if inline:
+            s.compute_inline(s.get_block("pad"))
+        checked(s, wl)
+        func = lower(s)
+        rows[inline] = extract(func, Target("llvm"))[-1]
+        update = [n for n, _ in walk_stmt(func.body) if isinstance(n, Store)][-1]
+        accs = access.gather(update, access.parse_affine, access.nodes([update.value]))
+        assert {a.buffer.name: a.guarded for a in accs[1:]} == \
+            ({"X": True, "W": False} if inline else {"pad": False, "W": False})
+    for r in rows.values():   # the reduction unrolled by LLVM, q vectorized by 8
+        assert col(r, "simd_mode") == pytest.approx(slog(1))
+        assert col(r, "simd_width") == pytest.approx(slog(8))
+    # per vector iteration: 18 input elements, as 18/8 vector loads or as 18 gathered
+    loads = {k: 2 ** col(r, "iter_loads") - 1 for k, r in rows.items()}
+    assert loads[True] == pytest.approx(loads[False] - 18 / 8 + 18)
+    assert col(rows[True], "cg_cycles") > col(rows[False], "cg_cycles")
+
+
 def test_gpu_bindings_only_for_gpu_targets():
     wl = ops.get("gemm", 16, 12, 8)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.arith import NonAffine, int_bounds
-from ..ir.expr import Add, BinaryOp, BufferLoad, IntImm, Mul, Sub, Var
+from ..ir.expr import Add, BinaryOp, BufferLoad, IntImm, Mul, Select, Sub, Var
 from ..ir.functor import expr_children, expr_vars
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
@@ -77,6 +77,7 @@ class BufferAccess:
     unique_bytes: float = 0.0
     lines: float = 0.0
     unique_lines: float = 0.0
+    guarded: bool = False      # read only under a Select (a padded input inlined)
     _vars: frozenset | None = None
 
     @property
@@ -116,7 +117,11 @@ def nodes(exprs) -> list:
 
 def gather(store, parse, value_nodes: list) -> list:
     """The buffers a store touches: the written one first, then loads in order
-    (``value_nodes``: the nodes of the stored value)."""
+    (``value_nodes``: the nodes of the stored value). A read is ``guarded`` when
+    every load of it sits in a branch of a ``Select``: the backend then loads
+    through a guarded address, which LLVM's loop vectorizer turns into a gather."""
+    under = {id(n) for sel in value_nodes if isinstance(sel, Select)
+             for n in nodes([sel.true_value, sel.false_value]) if isinstance(n, BufferLoad)}
     out: dict = {}
     w = BufferAccess(store.buffer, WRITE)
     w.indices.append(tuple(parse(i) for i in store.indices))
@@ -127,8 +132,11 @@ def gather(store, parse, value_nodes: list) -> list:
         acc = out.get(node.buffer.name)
         if acc is None:
             acc = out[node.buffer.name] = BufferAccess(node.buffer, READ)
+            acc.guarded = id(node) in under
         elif acc.access == WRITE:
             acc.access = READ_WRITE
+        else:
+            acc.guarded = acc.guarded and id(node) in under
         acc.indices.append(tuple(parse(i) for i in node.indices))
     return list(out.values())
 

@@ -8,7 +8,8 @@ its threshold, hoists loads the remaining innermost loop does not move, keeps
 an accumulator tile in registers across that loop when the stores stay put
 along it and the tile fits the register file, and vectorizes that loop itself
 (256-bit vectors) when the store moves along it, with gathers for strided
-loads. Which of these happen decides most of a gemm or conv2d candidate's speed
+loads and for guarded ones (an inlined padding's input, which the backend loads
+through a selected address). Which of these happen decides most of a gemm or conv2d candidate's speed
 and is spread thin over the first 182 values. The rules below were checked
 against LLVM's optimized IR of 800 sampled gemm and conv2d candidates: the
 predicted vector width agrees with the compiler's on 94-97% of them.
@@ -53,6 +54,7 @@ CONFLICT_COST = 4.0     # cost of a line that does not fit its set (an L2 hit), 
 ROB_UOPS = 256          # out-of-order window
 UOPS_PER_COPY = 3
 MAX_ENUMERATED = 1 << 15
+OPERAND_REGS = 4        # registers a register tile leaves for its operands
 
 NAMES = ("simd_mode", "simd_width", "acc_regs", "acc_in_regs", "acc_chain", "iter_arith",
          "iter_loads", "iter_stores", "iter_cycles", "inner_iters", "cg_cycles", "cg_total",
@@ -169,11 +171,20 @@ def codegen_features(accesses, loops, m, flops: float, used_cores: float,
             mode, lane_var = 1, inner.var
             width = float(min(LOOP_VF, hw, 1 << (inner.extent.bit_length() - 1)))
 
-    def per_instr(a):
-        """Elements one instruction of ``a`` covers."""
+    def gathered(a):
+        """Is ``a`` loaded lane by lane: a strided read in vector code, or a guarded
+        one (a loop-vectorized load through a selected address)?"""
         if lane_var is None:
+            return False
+        st = _step(a, lane_var)
+        return st not in (0, 1) or (mode == 1 and a.guarded and st != 0)
+
+    def per_instr(a):
+        """Elements one instruction of ``a`` covers: ``width`` for a contiguous vector
+        load, 1 for a broadcast or a gather (a load slot per element)."""
+        if lane_var is None or gathered(a):
             return 1.0
-        return width if _step(a, lane_var) == 1 else 1.0  # else a broadcast or a gather
+        return width if _step(a, lane_var) == 1 else 1.0
 
     # lines per L1 set of what each access touches during one run of the inner loop
     pressure = {}
@@ -199,7 +210,7 @@ def codegen_features(accesses, loops, m, flops: float, used_cores: float,
             hoisted += d / per_instr(a) * miss(a)
         else:
             loads += d / per_instr(a) * miss(a)
-    promoted = 0.0 if store_moves else (1.0 if acc <= regs - 4 else 0.5)
+    promoted = 0.0 if store_moves else (1.0 if acc <= regs - OPERAND_REGS else 0.5)
     live = acc if promoted else 0.0
     if hoisted + live > regs:   # too many to keep in registers: reloaded every iteration
         loads += hoisted / (width if mode == 1 else 1.0)
@@ -208,7 +219,7 @@ def codegen_features(accesses, loops, m, flops: float, used_cores: float,
     if promoted == 1.0:
         st_loads = st_stores = 0.0
     elif promoted == 0.5:   # spills: part of the tile goes through memory
-        spill = (acc - (regs - 4)) / acc
+        spill = (acc - (regs - OPERAND_REGS)) / acc
         st_loads, st_stores = tile * spill * reads_store, tile * spill
     else:
         st_loads, st_stores = tile * reads_store, tile
