@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from explorer.backends import build
-from explorer.ir.expr import (EQ, LE, LT, NE, Add, And, Buffer, Call, Cast, Div, FloatImm,
-                              FloorDiv, FloorMod, IntImm, Max, Min, Mul, Not, Or, Select, Sub,
-                              Var)
+from explorer.ir.expr import (EQ, LE, LT, NE, Add, And, Buffer, BufferLoad, Call, Cast, Div,
+                              FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Not, Or,
+                              Select, Sub, Var)
 from explorer.ir.stmt import Allocate, BufferStore, For, IfThenElse, PrimFunc, seq
 
 RNG = np.random.default_rng(7)
@@ -267,6 +267,17 @@ def test_unrolled_tile_in_an_output_buffer_stays_in_registers():
     assert loops, kern.optimized_ir
     for block in loops:
         assert "store " not in block, block
+
+
+def test_one_index_tuple_into_buffers_of_two_shapes():
+    """Flat indices are cached per index expression; one tuple indexing buffers of two
+    shapes still gets each buffer's own strides."""
+    A, B = Buffer("A", (4, 8)), Buffer("B", (4, 16))
+    idx = (Add(i, C(0)), Add(j, C(1)))
+    load = BufferLoad(A, idx)
+    store = BufferStore(B, Mul(load, F(2)), idx)
+    assert load.indices is store.indices
+    check(lowered([A, B], For(i, 4, For(j, 7, store, "unrolled"))))
 
 
 def test_unrolled_scalar_indices_fold():

@@ -31,8 +31,8 @@ class AccessEmitter:
 
     def coeff(self, access):
         """Lane coefficient of an access's flat index (see ``analysis.flat_coeff``)."""
-        return self.memo(f"coeff {self.lane}", access.indices, lambda: flat_coeff(
-            access.buffer.shape, access.indices, self.lane))
+        return self.memo(f"coeff {self.lane} {access.buffer.shape}", access.indices,
+                         lambda: flat_coeff(access.buffer.shape, access.indices, self.lane))
 
     # ------------------------------------------------------------ indices
     def emit_index(self, e, mask=None) -> ir.Value:
@@ -178,7 +178,8 @@ class AccessEmitter:
         to constants) then address one base plus constant offsets, which LLVM's alias
         analysis tells apart, so it keeps an accumulator tile in registers and forwards
         its stores."""
-        const, terms, atoms = self.memo("affine", indices, lambda: affine_form(shape, indices))
+        const, terms, atoms = self.memo(f"affine {shape}", indices,  # a tuple may index two shapes
+                                        lambda: affine_form(shape, indices))
         saved = (self.lane, self.lanes)
         self.lane, self.lanes = None, 1
         try:
