@@ -21,19 +21,24 @@ The defaults (``XGBCostModel()``: rank objective from the codegen prior, eta
 0.05, 200 rounds) were chosen by cross-validation inside the 256 training
 candidates of shuffles 0-4 (train on 192, score 64); ``--first-shuffle 5
 --shuffles 20`` scores them on shuffles not used for choosing. Measured here
-(2-core Emerald Rapids VM, features of version 2, labels from 4 passes and 48
-rounds on a quiet machine: even rounds agree with odd on 0.958 gemm / 0.950 C6
-of pairs): 0.856 (gemm 0.866, C6 0.845) on shuffles 0-4, **0.840** (gemm 0.858,
-C6 0.823) on shuffles 5-24; MetaSchedule's 164 features alone 0.790; random
-0.483. Labels from 4 passes alone: 0.848 and 0.836; from 4 passes + 24 rounds:
-0.859 and 0.841: past 24 rounds, cleaner labels no longer help. On shuffles
-5-24 (24-round labels) the model orders 0.98 of pairs more than 3x apart, 0.83-0.86 of pairs
-1.5-3x apart, 0.65 of pairs 1.15-1.5x apart: most of what it misses are real
-differences, not noise. Around the defaults (prior weight 0.5/2, depth 2/4, 400
-rounds, eta 0.1, colsample 0.8, subsample 1, min_child_weight 1) no variant
-scored above them on shuffles 0-4 (0.850-0.856), and a model on the sampling
-decisions alone (tile sizes, unroll, vectorize, cache and padding choices)
-0.723 / 0.728.
+(2-core Emerald Rapids VM, features of version 3, LLVM backend as of the
+affine address split, labels from 4 passes and 48 rounds on a quiet machine:
+even rounds agree with odd on 0.972 gemm / 0.988 C6 of pairs): **0.863** (gemm
+0.876, C6 0.849) on shuffles 0-4, **0.854** (gemm 0.863, C6 0.846) on shuffles
+5-24; MetaSchedule's 164 features alone 0.798; random 0.483. With 24 rounds:
+0.859 and 0.851. History of the held-out figure: 0.840 with features of
+version 2 on the previous backend (48-round labels); the backend then stopped
+losing conv2d accumulator tiles kept in the output buffer to memory (its
+cycle estimate assumed them in registers: the estimate alone ranked C6 0.754
+of pairs, on re-measured candidates 0.783), and version 3 counts guarded reads in loop-vectorized
+code as gathers (0.802; model 0.835 -> 0.844 on 24-round labels). On shuffles 5-24
+of the previous labels the model ordered 0.98 of pairs more than 3x apart,
+0.83-0.86 of pairs 1.5-3x apart, 0.65 of pairs 1.15-1.5x apart. Around the
+defaults (prior weight 0.5/2, depth 2/4, 400 rounds, eta 0.1, colsample 0.8,
+subsample 1, min_child_weight 1) no variant scored above them on shuffles 0-4,
+an average of 5 models with different seeds gained 0.001, and a model on the
+sampling decisions alone (tile sizes, unroll, vectorize, cache and padding
+choices) reached 0.723 / 0.728.
 
 Measurements are cached in --data (one .npz per workload: seeds, passes,
 costs); features are recomputed from the seeds with the current extractor:

@@ -8,7 +8,7 @@ codegen estimate (``cg_cycles`` summed over its stores, see
 Random scores until 32 samples (MetaSchedule: 100) and retraining when the data
 grew by 20% (MetaSchedule's). 100 samples left the model untrained for the first
 three rounds of 32 and for the whole of a 128-trial run; trained on 32 candidates it
-already ranks the next 64 at 0.76 pairwise (random 0.50; gemm 512 and C6,
+already ranks the next 64 at 0.81 pairwise (random 0.48; gemm 512 and C6,
 benchmarks/cost_model_accuracy.py --train 32). The growth is counted per workload,
 so that records of other workloads given for transfer do not delay learning a new one. The objective
 and the tree parameters were chosen by measurement (see ``objectives`` and
@@ -49,10 +49,10 @@ class XGBCostModel(CostModel):
     measured gemm 512 and ResNet-18 C6 candidates (benchmarks/cost_model_accuracy.py):
     the pairwise rank objective from the analytic prior (``prior_weight`` 1) with
     shallow, subsampled trees (max_depth 3, eta 0.05, subsample 0.8,
-    colsample_bytree 0.5, 200 rounds). Trained on 256 candidates it ranks 0.856
-    of the pairs of the next 64 right (0.840 over 20 shuffles not used for
+    colsample_bytree 0.5, 200 rounds). Trained on 256 candidates it ranks 0.863
+    of the pairs of the next 64 right (0.854 over 20 shuffles not used for
     choosing; labels: the fastest of 4 passes and 48 interleaved rounds on a
-    quiet machine), against 0.790 on MetaSchedule's 164 features alone and
+    quiet machine), against 0.798 on MetaSchedule's 164 features alone and
     about 0.73 for MetaSchedule's recipe (``XGBCostModel(**METASCHEDULE)``:
     label-weighted squared error on best/this cost, deep trees, no prior). On
     noisier labels taken under load (two passes agreeing on 0.86-0.88 of pairs)
