@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.arith import NonAffine, int_bounds
-from ..ir.expr import Add, BinaryOp, BufferLoad, IntImm, Mul, Select, Sub, Var
+from ..ir.arith import NonAffine, int_bounds, linear_terms
+from ..ir.expr import BinaryOp, BufferLoad, IntImm, Select, Var
 from ..ir.functor import expr_children, expr_vars
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
@@ -31,29 +31,11 @@ class Affine:
 def parse_affine(e) -> Affine:
     coefs: dict = {}
     atoms: list = []
-    const = _lin(e, 1, coefs, atoms)
+    const = linear_terms(e, 1, coefs, atoms)
     names = set(k for k, v in coefs.items() if v)
     for _, a in atoms:
         names |= expr_vars(a)
     return Affine(const, {k: v for k, v in coefs.items() if v}, tuple(atoms), frozenset(names))
-
-
-def _lin(e, scale: int, coefs: dict, atoms: list) -> int:
-    if isinstance(e, IntImm):
-        return scale * e.value
-    if isinstance(e, Var):
-        coefs[e.name] = coefs.get(e.name, 0) + scale
-        return 0
-    if isinstance(e, Add):
-        return _lin(e.a, scale, coefs, atoms) + _lin(e.b, scale, coefs, atoms)
-    if isinstance(e, Sub):
-        return _lin(e.a, scale, coefs, atoms) + _lin(e.b, -scale, coefs, atoms)
-    if isinstance(e, Mul) and isinstance(e.b, IntImm):
-        return _lin(e.a, scale * e.b.value, coefs, atoms)
-    if isinstance(e, Mul) and isinstance(e.a, IntImm):
-        return _lin(e.b, scale * e.a.value, coefs, atoms)
-    atoms.append((scale, e))
-    return 0
 
 
 @dataclass

@@ -53,6 +53,27 @@ def _lin(e: Expr, ranges) -> tuple[dict, int]:
     return {_simplify_generic(e, ranges): 1}, 0
 
 
+def linear_terms(e: Expr, scale: int, coefs: dict, atoms: list) -> int:
+    """Add ``scale * e`` to ``coefs`` (variable name -> coefficient) and ``atoms``
+    ((coefficient, subexpression) for what is not a sum of constant multiples of
+    variables); return its constant part. Unlike the bounds analysis above it
+    needs no ranges and keeps ``//``, ``%``, ``min`` and ``max`` whole."""
+    if isinstance(e, IntImm):
+        return scale * e.value
+    if isinstance(e, Var):
+        coefs[e.name] = coefs.get(e.name, 0) + scale
+        return 0
+    if isinstance(e, (Add, Sub)):
+        return linear_terms(e.a, scale, coefs, atoms) + \
+            linear_terms(e.b, scale if isinstance(e, Add) else -scale, coefs, atoms)
+    if isinstance(e, Mul) and isinstance(e.b, IntImm):
+        return linear_terms(e.a, scale * e.b.value, coefs, atoms)
+    if isinstance(e, Mul) and isinstance(e.a, IntImm):
+        return linear_terms(e.b, scale * e.a.value, coefs, atoms)
+    atoms.append((scale, e))
+    return 0
+
+
 def _decide_minmax(a: Expr, b: Expr, is_min: bool, ranges):
     d = simplify(a - b, ranges)
     if isinstance(d, IntImm):

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from ...ir.arith import linear_coeff
+from ...ir.arith import linear_coeff, linear_terms
 
 import functools
 
@@ -43,26 +43,9 @@ def affine_form(shape: tuple, indices: tuple) -> tuple:
     atoms: list = []
     const, stride = 0, 1
     for dim, idx in reversed(list(zip(shape, indices))):
-        const += _linear(idx, stride, coefs, atoms)
+        const += linear_terms(idx, stride, coefs, atoms)
         stride *= dim
     return (const, tuple(sorted((k, v) for k, v in coefs.items() if v)), tuple(atoms))
-
-
-def _linear(e: Expr, scale: int, coefs: dict, atoms: list) -> int:
-    if isinstance(e, IntImm):
-        return scale * e.value
-    if isinstance(e, Var):
-        coefs[e.name] = coefs.get(e.name, 0) + scale
-        return 0
-    if isinstance(e, (Add, Sub)):
-        return _linear(e.a, scale, coefs, atoms) + \
-            _linear(e.b, scale if isinstance(e, Add) else -scale, coefs, atoms)
-    if isinstance(e, Mul) and isinstance(e.b, IntImm):
-        return _linear(e.a, scale * e.b.value, coefs, atoms)
-    if isinstance(e, Mul) and isinstance(e.a, IntImm):
-        return _linear(e.b, scale * e.a.value, coefs, atoms)
-    atoms.append((scale, e))
-    return 0
 
 
 def flat_coeff(shape: tuple, indices: tuple, lane: str):
