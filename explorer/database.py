@@ -263,17 +263,20 @@ class Database:
             raise DatabaseError("commit_retime: a failed record has no run times to add to")
         if (run_secs is None) == (error is None):
             raise DatabaseError("commit_retime: give run_secs or an error, not both")
-        line = {"v": RECORD_VERSION, "workload": record.workload, "target": record.target,
-                "trace": record.trace}
-        if error is not None:
-            item = str(error)
-            line["error"] = item
-        else:
-            item = _check_secs(run_secs, "commit_retime: run_secs")
-            line["run_secs"] = list(item)
-        if self._add_retime(key, item):
-            _append_line(self.retimes_file, line)
+        item = str(error) if error is not None else \
+            _check_secs(run_secs, "commit_retime: run_secs")
+        self._append_retime(key, item)
         return self._records[self._keys[key]]
+
+    def _append_retime(self, key: tuple, item) -> None:
+        """Add a re-timing (run times, or an error string) to the record at ``key``
+        and append its line, unless this database has it already."""
+        if self._add_retime(key, item):
+            r = self._records[self._keys[key]]
+            line = {"v": RECORD_VERSION, "workload": r.workload, "target": r.target,
+                    "trace": r.trace}
+            line.update({"error": item} if isinstance(item, str) else {"run_secs": list(item)})
+            _append_line(self.retimes_file, line)
 
     def record(self, workload, target, trace: dict) -> TuningRecord | None:
         """The record of ``trace`` for this workload and target, or None."""
@@ -294,13 +297,9 @@ class Database:
             for r in other._records:
                 added += self.commit_record(replace(r, retime_secs=(), retime_error=None))
             for key, items in other._retimes.items():
-                r = other._records[other._keys[key]]
                 for item in items:
-                    if item not in self._retimes.get(key, []) and self._records[self._keys[key]].ok:
-                        if isinstance(item, str):
-                            self.commit_retime(r, error=item)
-                        else:
-                            self.commit_retime(r, item)
+                    if self._records[self._keys[key]].ok:   # not failed by an earlier item
+                        self._append_retime(key, item)
         return added
 
     # ------------------------------------------------------------ reading

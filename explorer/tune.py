@@ -231,8 +231,7 @@ class Tuner:
                     runs[i].extend(res.run_secs)
                 elif errors[i] is None and res.error_kind in WRONG_ON_RETIME:
                     errors[i] = f"re-timing: {res.error_kind}: {res.error}"
-        afters = [self._commit_retime(rec, None, err) if err is not None
-                  else self._commit_retime(rec, secs, None) if secs else rec
+        afters = [self._commit_retime(rec, secs, err)
                   for rec, secs, err in zip(top, runs, errors)]
         self.events.emit(Retimed(
             wl.key, tuple(r.trial for r in afters),
@@ -249,7 +248,12 @@ class Tuner:
         st["retimed"] = [(r.trial, r.seconds, a.seconds) for r, a in zip(top, afters)]
         return st["retimed"]
 
-    def _commit_retime(self, rec: TuningRecord, secs, error):
+    def _commit_retime(self, rec: TuningRecord, secs: list, error):
+        """``rec`` with its re-run times (or the re-run's error) added, in the database
+        when it holds the record; ``rec`` itself when no re-run succeeded or failed."""
+        if error is None and not secs:
+            return rec
+        secs = None if error is not None else secs   # a failed re-run outweighs the others
         if self.database is not None and self.database.record(rec.workload, rec.target,
                                                               rec.trace) is not None:
             return self.database.commit_retime(rec, secs, error=error)

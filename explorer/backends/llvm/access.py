@@ -34,6 +34,13 @@ class AccessEmitter:
         return self.memo(f"coeff {self.lane} {access.buffer.shape}", access.indices,
                          lambda: flat_coeff(access.buffer.shape, access.indices, self.lane))
 
+    def bound(self, name: str) -> ir.Value:
+        """The i64 value bound to loop variable ``name``."""
+        try:
+            return self.fn.vars[name]
+        except KeyError:
+            raise BuildError(f"llvm codegen: variable {name} is used outside its loop") from None
+
     # ------------------------------------------------------------ indices
     def emit_index(self, e, mask=None) -> ir.Value:
         """An int32 index expression as i64 (scalar, or vector of lanes), with nsw
@@ -185,11 +192,7 @@ class AccessEmitter:
         try:
             live = []
             for name, coef in terms:
-                try:
-                    v = self.fn.vars[name]
-                except KeyError:
-                    raise BuildError(f"llvm codegen: variable {name} is used outside its "
-                                     "loop") from None
+                v = self.bound(name)
                 c = const_int(v)
                 if c is not None:
                     const += c * coef

@@ -115,11 +115,7 @@ class ExprEmitter(AccessEmitter):
         if e.name == self.lane:
             v = self.lane_value()
         else:
-            try:
-                v = self.fn.vars[e.name]
-            except KeyError:
-                raise BuildError(f"llvm codegen: variable {e.name} is used outside its "
-                                 "loop") from None
+            v = self.bound(e.name)
         return v if self.in_index else self.as_int32(v)
 
     def _int(self, e: IntImm, mask):
