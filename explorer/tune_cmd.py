@@ -164,12 +164,14 @@ def main(args) -> int:
         raise UsageError("--batch-size must be at least 1")
     if args.retime < 0:
         raise UsageError("--retime must be 0 (off) or more candidates")
+    from .backends import check_buildable
+    check_buildable(args.target)   # before the database exists: a refused run leaves none
+    wl = None if args.suite else workload_from_args(args)
     db = Database(args.db)
     progress = Progress(quiet=args.quiet)
     if args.suite:
         return _tune_suite(args, db, progress)
     from .tune import Tuner
-    wl = workload_from_args(args)
     tuner = Tuner(wl, args.target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
                   batch_size=args.batch_size, retime_top=args.retime)

@@ -135,3 +135,15 @@ def test_show_prints_the_best_per_workload_with_its_runs(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["show", "--db", str(tmp_path / "missing")])
     assert e.value.code == 2 and not (tmp_path / "missing").exists()
+
+
+def test_tune_refused_before_the_database_is_created(tmp_path, capsys):
+    """A target that cannot be built here, or a bad shape, is refused with a message
+    naming the fix, and leaves no database directory behind."""
+    db = tmp_path / "db"
+    assert cli.main(["tune", "--target", "cuda", "--db", str(db)]) == 1
+    assert "no CUDA backend" in capsys.readouterr().err and not db.exists()
+    with pytest.raises(SystemExit) as e:
+        cli.main(["tune", "--shape", "64,64", "--db", str(db)])
+    assert e.value.code == 2 and not db.exists()
+    assert "shape" in capsys.readouterr().err
