@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from .errors import LowerError
 from .ir.arith import NonAffine, int_bounds, simplify
-from .ir.expr import EQ, Buffer, BufferLoad, Expr, IntImm, all_of, const, is_true
+from .ir.expr import EQ, Buffer, BufferLoad, Expr, IntImm, all_of, conjuncts, const, is_true
 from .ir.region import full_region, union_region
-from .ir.functor import (collect_loads, replace_loads, substitute, transform_stmt, walk_stmt)
+from .ir.functor import (collect_loads, expr_vars, replace_loads, substitute, transform_stmt,
+                         walk_stmt)
 from .ir.stmt import (Allocate, BlockRealize, BufferStore, For, IfThenElse, PrimFunc, Stmt, seq)
 
 
@@ -64,16 +65,30 @@ def _simplify_loads(e: Expr, ranges: dict) -> Expr:
 
 
 def _lower_realize(r: BlockRealize, ranges: dict) -> Stmt:
+    """The block's stores under its guards. The init of a reduction runs at every
+    spatial point the predicate admits, whatever the reduction's own conditions
+    (parts of the predicate on reduce loops, ``reduce_where``) say: a partial sum
+    whose reduction is empty must still start from the init value."""
     b = r.block
     bind = {iv.var.name: v for iv, v in zip(b.iter_vars, r.iter_values)}
+    r_loops = set()
+    for iv, v in zip(b.iter_vars, r.iter_values):
+        if iv.kind == "R":
+            r_loops |= expr_vars(v)
+    spatial, reduce = [], []
+    for c in conjuncts(simplify(r.predicate, ranges)):
+        (reduce if expr_vars(c) & r_loops else spatial).append(c)
+    update_cond = simplify(all_of(*reduce, substitute(b.reduce_where, bind)), ranges)
     body: Stmt = _sub_store(b.body, bind, ranges)
+    if not is_true(update_cond):
+        body = IfThenElse(update_cond, body)
     if b.init is not None:
         first = all_of(*[EQ(simplify(v, ranges), const(0))
                          for iv, v in zip(b.iter_vars, r.iter_values) if iv.kind == "R"])
         first = simplify(first, ranges)
         init = _sub_store(b.init, bind, ranges)
         body = seq([init if is_true(first) else IfThenElse(first, init), body])
-    pred = simplify(r.predicate, ranges)
+    pred = simplify(all_of(*spatial), ranges)
     if not is_true(pred):
         body = IfThenElse(pred, body)
     return body
@@ -84,7 +99,6 @@ def _lower_realize(r: BlockRealize, ranges: dict) -> Stmt:
 def _carried_loops(func: PrimFunc) -> dict:
     """buffer name -> loops across whose iterations a reduction carries its value
     (the buffer must outlive them: it is allocated above the outermost)."""
-    from .ir.functor import expr_vars
     carry: dict = {}
     for node, path in walk_stmt(func.body):
         if not isinstance(node, BlockRealize) or not node.block.is_reduction:

@@ -230,6 +230,13 @@ def all_of(*conds: Expr) -> Expr:
     return out
 
 
+def conjuncts(e: Expr) -> list:
+    """The terms of a conjunction (``a and b and c`` -> [a, b, c]); [] for true."""
+    if isinstance(e, And):
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [] if is_true(e) else [e]
+
+
 def is_const(e: Expr, value=None) -> bool:
     if not isinstance(e, (IntImm, FloatImm)):
         return False

@@ -98,6 +98,8 @@ def _block_lines(r: BlockRealize, depth: int) -> list:
         out.append((d, f"{iv.var.name} = {kind}({iv.extent}, {expr_str(val)})", tag))
     if not (isinstance(r.predicate, IntImm) and r.predicate.value == 1):
         out.append((d, f"where({expr_str(r.predicate)})", tag))
+    if not (isinstance(b.reduce_where, IntImm) and b.reduce_where.value == 1):
+        out.append((d, f"reduce_where({expr_str(b.reduce_where)})", tag))
     for k, v in b.annotations:
         out.append((d, f"annotate({k!r}, {v!r})", tag))
     if b.init is not None:

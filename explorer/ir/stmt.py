@@ -5,7 +5,10 @@ around ``BlockRealize`` leaves. A ``Block`` is one computation with its own
 iteration variables (spatial ``S`` or reduce ``R``), each bound by the realize
 to an affine expression of the surrounding loop variables; its body is a
 single ``BufferStore`` in terms of its iteration variables, and a reduction
-block carries the ``init`` store. Loops carry only a variable, a constant
+block carries the ``init`` store. A reduction whose domain is not a box (an
+rfactor block after a split that overshoots its loop) carries the condition on
+its iteration variables in ``reduce_where``: the update runs only where it
+holds, the init runs at every spatial point regardless. Loops carry only a variable, a constant
 extent (their minimum is always 0), a kind and annotations.
 
 Lowering turns this into the plain nest the backends consume: ``For``,
@@ -48,6 +51,7 @@ class Block(Stmt):
     body: BufferStore
     init: BufferStore | None = None
     annotations: tuple = ()
+    reduce_where: Expr = const(True)
 
     @property
     def is_reduction(self) -> bool:

@@ -3,18 +3,12 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir.arith import simplify
-from ..ir.expr import Add, And, BufferLoad, Max, Min, Var, all_of, is_true
+from ..ir.expr import Add, BufferLoad, Max, Min, Var, all_of, conjuncts
 from ..ir.functor import expr_vars, substitute
 from ..ir.stmt import Block, BlockRealize, BufferStore, For, IterVar, TRUE
 from .block_prims import insert_reader_after
 from .tree import (Namer, children, body_of, find_block, find_loop, insert_in, iter_dims,
                    loops_of, realizes_under, replace_block)
-
-
-def _conjuncts(e) -> list:
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [] if is_true(e) else [e]
 
 
 def decompose_reduction(func, block: str, loop: str):
@@ -55,7 +49,7 @@ def decompose_reduction(func, block: str, loop: str):
         raise ScheduleError(f"decompose_reduction: under loop {loop!r} block {block!r} computes "
                             "some elements more than once (a recomputing compute_at?); the init "
                             "would run once for several reductions: decompose inside that loop")
-    preds = [c for c in _conjuncts(real.predicate) if not expr_vars(c) & r_loop_names]
+    preds = [c for c in conjuncts(real.predicate) if not expr_vars(c) & r_loop_names]
     ivs = tuple(iv for iv in b.iter_vars if iv.kind == "S")
     vals = tuple(substitute(v, mapping) for iv, v in zip(b.iter_vars, real.iter_values)
                  if iv.kind == "S")
@@ -107,6 +101,28 @@ def _combiner(b: Block):
     return None, None
 
 
+def _split_predicate(real, b: Block, r_loops: list, loop_to_iv: dict, red_bind: dict):
+    """(predicate on spatial loops, reduce_where) of the rfactor block.
+
+    A split of a reduction loop that overshoots guards the reduce loops together
+    (``k_0 * 16 + k_1 < 1001``). In the rfactor block one of them is a spatial
+    variable, so that guard becomes a condition on the block's own iteration
+    variables: it stays with the block when compute_at rebuilds its loops, and
+    the init still runs for partial sums whose every term lies past the end."""
+    r_names = {lp.var.name for lp in r_loops}
+    spatial, reduce = [], [substitute(b.reduce_where, red_bind)]
+    for c in conjuncts(real.predicate):
+        used = expr_vars(c)
+        if not used & r_names:
+            spatial.append(c)
+        elif used <= r_names:
+            reduce.append(substitute(c, loop_to_iv))
+        else:
+            raise ScheduleError(f"rfactor: the guard {c} of block {b.name!r} mixes spatial and "
+                                "reduction loops; split them apart before rfactor")
+    return simplify(all_of(*spatial)), simplify(all_of(*reduce))
+
+
 def rfactor(func, loop: str, factor_axis: int):
     """Factor reduction loop ``loop`` out: a block ``<block>_rf`` reduces everything else
     into a buffer with an extra dimension (at ``factor_axis``) indexed by ``loop``; the
@@ -150,14 +166,15 @@ def rfactor(func, loop: str, factor_axis: int):
     new_src = substitute(src, red_bind)
     val = {"sum": lambda: acc + new_src, "max": lambda: Max(acc, new_src),
            "min": lambda: Min(acc, new_src)}[comb]()
+    spatial_pred, where = _split_predicate(real, b, r_loops, loop_to_iv, red_bind)
     rf_block = Block(rf_buf.name,
                      tuple(s_ivs) + (IterVar(vr, node.extent, "S"),) + tuple(r_ivs),
                      BufferStore(rf_buf, val, rf_idx),
-                     BufferStore(rf_buf, b.init.value, rf_idx))
+                     BufferStore(rf_buf, b.init.value, rf_idx), reduce_where=where)
     rf_real = BlockRealize(tuple(s_vals) + (Var(loop),) + tuple(Var(lp.var.name)
                                                                  for lp in r_loops
                                                                  if lp.var.name != loop),
-                           real.predicate, rf_block)
+                           spatial_pred, rf_block)
     vw = Var(f"v_{loop}")
     wb_acc = BufferLoad(buf, out_idx)
     wb_src = BufferLoad(rf_buf, out_idx[:factor_axis] + (vw,) + out_idx[factor_axis:])
