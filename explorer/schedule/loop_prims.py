@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ScheduleError
+from ..limits import MAX_EXTENT, MAX_LOOP_DEPTH
 from ..ir.arith import simplify
 from ..ir.expr import LT, FloorDiv, FloorMod, Var, all_of, const
 from ..ir.functor import substitute
@@ -31,22 +32,22 @@ def split(func, loop: str, factors: list) -> tuple:
     """for i in range(n)  ->  for i_0 in range(n/f): for i_1 in range(f)  (i = i_0*f + i_1).
 
     At most one factor may be None (inferred); a product larger than the extent
-    adds a guard ``i_0*f + i_1 < n`` to the blocks beneath."""
-    node, _ = find_loop(func, loop, "split")
-    if not factors:
-        raise ScheduleError(f"split: loop {loop!r} needs at least one factor")
-    if sum(f is None for f in factors) > 1:
-        raise ScheduleError(f"split: loop {loop!r}: at most one factor may be None, got {factors}")
-    for f in factors:
-        if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f <= 0):
-            raise ScheduleError(f"split: loop {loop!r}: factor {f!r} must be a positive int "
-                                "or None")
+    adds a guard ``i_0*f + i_1 < n`` to the blocks beneath. The product must fit
+    the int32 index type (``limits.MAX_EXTENT``)."""
+    node, path = find_loop(func, loop, "split")
+    _check_factor_list(loop, factors)
     known = math.prod(f for f in factors if f is not None)
     factors = [f if f is not None else -(-node.extent // known) for f in factors]
     total = math.prod(factors)
     if total < node.extent:
         raise ScheduleError(f"split: loop {loop!r}: factors {factors} multiply to {total}, "
                             f"less than the extent {node.extent}; use None for one factor")
+    if total > MAX_EXTENT:
+        raise ScheduleError(f"split: loop {loop!r}: factors {factors} multiply to {total}, "
+                            f"more than {MAX_EXTENT} (2**31 - 1), the largest loop extent "
+                            f"(indices are int32); use factors whose product is near the "
+                            f"extent {node.extent}")
+    _check_depth(loop, path, node, len(factors))
     if node.kind != "serial":
         raise ScheduleError(f"split: loop {loop!r} is {node.kind}; split it before changing "
                             "its kind")
@@ -62,6 +63,33 @@ def split(func, loop: str, factors: list) -> tuple:
     for v, f in reversed(list(zip(new_vars, factors))):
         inner = For(v, f, inner)
     return replace_loop(func, loop, inner), [v.name for v in new_vars]
+
+
+def _check_factor_list(loop: str, factors: list) -> None:
+    if not factors:
+        raise ScheduleError(f"split: loop {loop!r} needs at least one factor")
+    if len(factors) > MAX_LOOP_DEPTH:
+        raise ScheduleError(f"split: loop {loop!r}: {len(factors)} factors; at most "
+                            f"{MAX_LOOP_DEPTH} loops may nest")
+    if sum(f is None for f in factors) > 1:
+        raise ScheduleError(f"split: loop {loop!r}: at most one factor may be None, got {factors}")
+    for f in factors:
+        if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f <= 0):
+            raise ScheduleError(f"split: loop {loop!r}: factor {f!r} must be a positive int "
+                                "or None")
+        if f is not None and f > MAX_EXTENT:
+            raise ScheduleError(f"split: loop {loop!r}: factor {f} is more than {MAX_EXTENT} "
+                                "(2**31 - 1), the largest loop extent (indices are int32)")
+
+
+def _check_depth(loop: str, path: tuple, node: For, parts: int) -> None:
+    """A split into ``parts`` loops must keep every nest within MAX_LOOP_DEPTH."""
+    below = max((len(loops_of(p)) for _, p in realizes_under(node.body)), default=0)
+    depth = len(loops_of(path)) + parts + below
+    if depth > MAX_LOOP_DEPTH:
+        raise ScheduleError(f"split: loop {loop!r}: splitting it into {parts} loops would nest "
+                            f"{depth} loops; at most {MAX_LOOP_DEPTH} may nest (use fewer "
+                            "factors, or fuse loops first)")
 
 
 def fuse(func, loops: list) -> tuple:
@@ -87,8 +115,12 @@ def fuse(func, loops: list) -> tuple:
             raise ScheduleError(f"fuse: loop {spatial[0]!r} is spatial and loop {reduce_[0]!r} "
                                 f"a reduction loop of block {r.block.name!r}; a fused loop "
                                 "must not mix them (the reduction would lose its order)")
-    fused = Var(Namer(func)("_".join(loops) + "_fused"))
     total = math.prod(n.extent for n in nodes)
+    if total > MAX_EXTENT:
+        raise ScheduleError(f"fuse: loops {loops} have {total} iterations in all, more than "
+                            f"{MAX_EXTENT} (2**31 - 1), the largest loop extent (indices are "
+                            "int32); fuse fewer loops")
+    fused = Var(Namer(func)("_".join(loops) + "_fused"))
     mapping, stride = {}, total
     for i, node in enumerate(nodes):
         stride //= node.extent
