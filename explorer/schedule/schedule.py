@@ -13,7 +13,11 @@ new one and only then commits it).
 """
 from __future__ import annotations
 
+import functools
+import math
 import random
+
+import numpy as np
 
 from ..errors import ScheduleError
 from ..ir.stmt import BlockRealize, For, PrimFunc
@@ -22,6 +26,20 @@ from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from .trace import Instruction, Trace
 from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_under, writers)
 from ..ir.functor import iter_nodes
+
+
+def _atomic(method):
+    """All or nothing: a primitive made of several steps (``tile``) restores the schedule
+    (function, trace, decisions, handles, random state) when any step raises."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        saved = self._state()
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self._set_state(saved)
+            raise
+    return wrapper
 
 
 class Schedule:
@@ -60,6 +78,19 @@ class Schedule:
         out._insts = list(self._insts)
         out._decisions = dict(self._decisions)
         return out
+
+    def _state(self) -> tuple:
+        return (self.func, dict(self._table), list(self._insts), dict(self._decisions),
+                self._rng.getstate())
+
+    def _set_state(self, state: tuple) -> None:
+        self.func, table, insts, decisions, rng = state
+        self._table.clear()
+        self._table.update(table)
+        self._insts[:] = insts
+        self._decisions.clear()
+        self._decisions.update(decisions)
+        self._rng.setstate(rng)
 
     def fork_seed(self) -> int:
         return self._rng.randrange(2 ** 31)
@@ -209,10 +240,15 @@ class Schedule:
         names = [self._loop(lp, "reorder") for lp in loops]
         self._commit(loop_prims.reorder(self.func, names), "reorder", list(loops), [])
 
+    @_atomic
     def tile(self, loops: list, factors: list) -> list:
         """Split each loop by one factor and reorder: outer loops first, then the inner.
 
-        A convenience over split + reorder (those are what the trace records)."""
+        A convenience over split + reorder (those are what the trace records); when a
+        step fails, none of them is kept."""
+        if not isinstance(loops, (list, tuple)) or not isinstance(factors, (list, tuple)):
+            raise ScheduleError(f"tile: loops and factors must be lists, got {loops!r} and "
+                                f"{factors!r}")
         if len(loops) != len(factors):
             raise ScheduleError(f"tile: {len(loops)} loops but {len(factors)} factors")
         outer, inner = [], []
@@ -328,9 +364,10 @@ class Schedule:
         if not isinstance(ann_key, str) or not ann_key:
             raise ScheduleError(f"annotate: key must be a non-empty string, got {ann_key!r}")
         value = self._int(ann_val, "annotate")
-        if not isinstance(value, (int, float, str)):
-            raise ScheduleError(f"annotate: value must be an int, float, string or ExprRV, got "
-                                f"{ann_val!r}")
+        if not isinstance(value, (int, float, str)) or (isinstance(value, float)
+                                                         and not math.isfinite(value)):
+            raise ScheduleError(f"annotate: value must be an int, finite float, string or "
+                                f"ExprRV, got {ann_val!r}")
         self._commit(self._set_ann(target, ann_key, value, "annotate"), "annotate",
                      [target, ann_key, ann_val], [])
 
@@ -376,11 +413,16 @@ class Schedule:
 
     def sample_categorical(self, candidates: list, probs: list, decision=None) -> ExprRV:
         """Sample one of ``candidates`` (ints) with probabilities ``probs``."""
-        if not all(isinstance(c, int) for c in candidates):
-            raise ScheduleError(f"sample_categorical: candidates must be ints, got {candidates}")
-        d = sampling.sample_categorical(list(candidates), list(probs), self._rng, decision)
+        if (not isinstance(candidates, (list, tuple))
+                or not isinstance(probs, (list, tuple, np.ndarray))
+                or not all(isinstance(c, int) and not isinstance(c, bool) for c in candidates)):
+            raise ScheduleError(f"sample_categorical: candidates must be a list of ints and "
+                                f"probs a list of numbers, got {candidates!r} and {probs!r}")
+        sampling.check_probs(probs)
+        probs = [p if type(p) in (int, float) else float(p) for p in probs]   # numpy: JSON
+        d = sampling.sample_categorical(list(candidates), probs, self._rng, decision)
         rv = self._new(ExprRV, candidates[d])
-        self._commit(self.func, "sample_categorical", [list(candidates), list(probs)], [rv], d)
+        self._commit(self.func, "sample_categorical", [list(candidates), probs], [rv], d)
         return rv
 
     def compute_location_options(self, block_name: str, only=None) -> list:
