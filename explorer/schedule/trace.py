@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from dataclasses import dataclass, field
 
 from ..errors import ExplorerError, TraceError
+from ..schema import TRACE_VERSION, parse_json, validate_trace_json
 from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 
-VERSION = 1
+VERSION = TRACE_VERSION
 SAMPLING = ("sample_perfect_tile", "sample_categorical", "sample_compute_location")
 # instruction kind -> does it return a list of handles (True), one handle (False) or nothing (None)
 KINDS = {
@@ -37,7 +37,6 @@ KINDS = {
     "rfactor": False, "annotate": None, "unannotate": None, "sample_perfect_tile": True,
     "sample_categorical": False, "sample_compute_location": False,
 }
-_NAME = re.compile(r"^[blv][0-9]+$")
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,9 @@ class Trace:
 
     def with_decision(self, index: int, decision) -> "Trace":
         """A copy whose sampling instruction ``index`` takes ``decision`` (None: re-sample)."""
-        if not 0 <= index < len(self.insts) or self.insts[index].kind not in SAMPLING:
-            raise TraceError(f"instruction {index} is not a sampling instruction; sampling ones "
+        if (not isinstance(index, int) or not 0 <= index < len(self.insts)
+                or self.insts[index].kind not in SAMPLING):
+            raise TraceError(f"instruction {index!r} is not a sampling instruction; sampling ones "
                              f"are at {self.sampling_indices()}")
         out = self.copy()
         if decision is None:
@@ -137,32 +137,17 @@ class Trace:
     # ------------------------------------------------------------ loading
     @staticmethod
     def from_json(data) -> "Trace":
-        """Load a trace from a JSON string or the decoded object, validating everything."""
-        if isinstance(data, (str, bytes)):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as e:
-                raise TraceError(f"trace JSON is malformed or truncated ({e.msg} at position "
-                                 f"{e.pos}); pass the text written by Trace.as_json()") from None
-        if not isinstance(data, dict) or "version" not in data:
-            raise TraceError("a trace is a JSON object with 'version', 'insts' and 'decisions'")
-        if data["version"] != VERSION:
-            raise TraceError(f"unknown trace version {data['version']!r}; this version of the "
-                             f"explorer reads version {VERSION}")
-        insts, decisions = data.get("insts"), data.get("decisions", [])
-        if not isinstance(insts, list) or not isinstance(decisions, list):
-            raise TraceError("trace 'insts' and 'decisions' must be lists")
+        """Load a trace from JSON text (str or UTF-8 bytes) or the decoded object, validating
+        everything first (``explorer.schema``): a bad trace raises TraceError."""
+        if isinstance(data, (str, bytes, bytearray)):
+            data = parse_json(data, "trace")
+        validate_trace_json(data)
         defined: dict = {}
         out = Trace()
-        for n, raw in enumerate(insts):
-            out.insts.append(_load_inst(n, raw, defined))
-        for item in decisions:
-            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int)
-                    or not 0 <= item[0] < len(out.insts)
-                    or out.insts[item[0]].kind not in SAMPLING):
-                raise TraceError(f"decision {item!r} does not name a sampling instruction")
-            _check_decision(out.insts[item[0]].kind, item[1])
-            out.decisions[item[0]] = item[1]
+        for raw in data["insts"]:
+            out.insts.append(_load_inst(raw, defined))
+        for index, decision in data.get("decisions", []):
+            out.decisions[index] = decision
         return out
 
     @staticmethod
@@ -187,7 +172,7 @@ def replay(trace: Trace, sch, upto: int | None = None, decisions: bool = True,
         kw = {}
         if ins.kind in SAMPLING and decisions and idx in trace.decisions:
             kw["decision"] = trace.decisions[idx]
-        result = getattr(sch, ins.kind)(*args, **kw)
+        result = _primitive(sch, idx, ins.kind, args, kw)(*args, **kw)
         got = [] if result is None else list(result) if isinstance(result, list) else [result]
         if len(got) != len(ins.outputs):
             raise TraceError(f"replaying instruction {idx} ({ins.kind}) gave {len(got)} "
@@ -196,6 +181,20 @@ def replay(trace: Trace, sch, upto: int | None = None, decisions: bool = True,
                              "depend on earlier random choices")
         env.update(zip(ins.outputs, got))
     return env
+
+
+def _primitive(sch, idx: int, kind, args: list, kw: dict):
+    """The schedule method of an instruction, once its arguments are known to fit it."""
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise TraceError(f"instruction {idx}: unknown instruction {kind!r}; known: "
+                         f"{', '.join(sorted(KINDS))}")
+    method = getattr(sch, kind)
+    try:
+        inspect.signature(method).bind(*args, **kw)
+    except TypeError as e:
+        raise TraceError(f"instruction {idx} ({kind}): wrong arguments ({e}); expected "
+                         f"{', '.join(_params(method))}") from None
+    return method
 
 
 def _params(method) -> list:
@@ -228,49 +227,24 @@ def _map(x, env):
 _RV_CLASS = {"b": BlockRV, "l": LoopRV, "v": ExprRV}
 
 
-def _load_inst(n: int, raw, defined: dict) -> Instruction:
-    if not isinstance(raw, list) or len(raw) != 4:
-        raise TraceError(f"instruction {n} must be [kind, inputs, attrs, outputs], got {raw!r}")
-    kind, inputs, attrs, outputs = raw
-    if kind not in KINDS:
-        raise TraceError(f"instruction {n}: unknown instruction {kind!r}; known: "
-                         f"{', '.join(sorted(KINDS))}")
-    if not isinstance(inputs, list) or not isinstance(attrs, dict) or not isinstance(outputs,
-                                                                                     list):
-        raise TraceError(f"instruction {n} ({kind}): inputs and outputs must be lists, attrs a "
-                         "dict")
-    dec = [_decode(x, defined, n, kind) for x in inputs]
+def _load_inst(raw: list, defined: dict) -> Instruction:
+    """An instruction of a validated trace, its handles made into RV objects."""
+    kind, inputs, _, outputs = raw
+    dec = [_decode(x, defined) for x in inputs]
     outs = []
     for name in outputs:
-        if not isinstance(name, str) or not _NAME.match(name) or name in defined:
-            raise TraceError(f"instruction {n} ({kind}): bad or repeated output name {name!r}")
-        rv = _RV_CLASS[name[0]]()
-        defined[name] = rv
-        outs.append(rv)
+        defined[name] = _RV_CLASS[name[0]]()
+        outs.append(defined[name])
     return Instruction(kind, tuple(dec), tuple(outs))
 
 
-def _decode(x, defined: dict, n: int, kind: str):
+def _decode(x, defined: dict):
     if isinstance(x, str) and x.startswith("$"):
-        if x == "$root":
-            return ROOT
-        if x == "$inline":
-            return INLINE
-        if x[1:] not in defined:
-            raise TraceError(f"instruction {n} ({kind}) uses {x[1:]!r} before it is defined")
-        return defined[x[1:]]
+        specials = {"$root": ROOT, "$inline": INLINE}
+        return specials[x] if x in specials else defined[x[1:]]
     if isinstance(x, list):
-        return [_decode(y, defined, n, kind) for y in x]
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return x
-    raise TraceError(f"instruction {n} ({kind}): input {x!r} is not a plain JSON value")
-
-
-def _check_decision(kind: str, d):
-    ok = (isinstance(d, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in d)
-          if kind == "sample_perfect_tile" else isinstance(d, int) and not isinstance(d, bool))
-    if not ok:
-        raise TraceError(f"decision {d!r} has the wrong type for {kind}")
+        return [_decode(y, defined) for y in x]
+    return x
 
 
 __all__ = ["Trace", "Instruction", "ExplorerError"]
