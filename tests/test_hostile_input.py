@@ -460,3 +460,18 @@ def test_bad_record_lines_give_database_error():
 
 def test_primitive_signatures_unchanged_by_the_atomic_wrapper():
     assert list(inspect.signature(Schedule.tile).parameters) == ["self", "loops", "factors"]
+
+
+def test_widget_trace_loading_refuses_hostile_text_and_keeps_the_schedule():
+    from widgets import ExplorerState
+    wl, sch = good_trace()
+    st = ExplorerState(wl, target="interp")
+    before = st.schedule.func
+    for text, error in ((b"\xff", TraceError), ("[" * 100_000, TraceError),
+                        (sch.trace.dumps().replace('"C"', '"D"'), ScheduleError)):
+        with pytest.raises(error):
+            st.load_trace(text)
+        assert st.schedule.func == before
+    st.load_trace(sch.trace.dumps())
+    assert st.schedule.func == sch.func
+    run_and_check(st.schedule, wl)
