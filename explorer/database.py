@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .errors import DatabaseError
-
-RECORD_VERSION = 1
+from .schema import (RECORD_VERSION, parse_json, validate_record, validate_retime,
+                     validate_workload_line)
 
 
 @dataclass(frozen=True)
@@ -71,24 +71,17 @@ class TuningRecord:
 
     @staticmethod
     def from_json(d: dict) -> "TuningRecord":
-        if not isinstance(d, dict) or d.get("v") != RECORD_VERSION:
-            raise DatabaseError(f"record of unknown version {d.get('v') if isinstance(d, dict) else d!r}")
-        try:
-            rs = d["run_secs"]
-            if rs is not None and not all(isinstance(x, (int, float)) for x in rs):
-                raise TypeError("run_secs")
-            if not isinstance(d["trace"], dict) or not isinstance(d["workload"], str):
-                raise TypeError("trace/workload")
-            return TuningRecord(
-                workload=d["workload"], target=str(d["target"]), trace=d["trace"],
-                run_secs=tuple(float(x) for x in rs) if rs is not None else None,
-                error=d.get("error"), feature_version=int(d.get("feature_version", 0)),
-                strategy=str(d.get("strategy", "")), round=int(d.get("round", -1)),
-                trial=int(d.get("trial", -1)), seed=int(d.get("seed", 0)),
-                predicted=d.get("predicted"), build_secs=d.get("build_secs"),
-                meta=dict(d.get("meta") or {}))
-        except (KeyError, TypeError, ValueError) as e:
-            raise DatabaseError(f"record is missing or has a bad field ({e})") from None
+        """A record from a line of records.jsonl (checked by ``schema.validate_record``)."""
+        validate_record(d)
+        rs = d["run_secs"]
+        return TuningRecord(
+            workload=d["workload"], target=d["target"], trace=d["trace"],
+            run_secs=tuple(float(x) for x in rs) if rs is not None else None,
+            error=d.get("error"), feature_version=d.get("feature_version", 0),
+            strategy=d.get("strategy", ""), round=d.get("round", -1),
+            trial=d.get("trial", -1), seed=d.get("seed", 0),
+            predicted=d.get("predicted"), build_secs=d.get("build_secs"),
+            meta=dict(d.get("meta") or {}))
 
 
 def ranked(records) -> list:
@@ -113,11 +106,8 @@ def _check_secs(run_secs, what: str) -> tuple:
 
 def _retime_from_json(d) -> tuple:
     """(record key, run times or the error string) of a line of retimes.jsonl."""
-    if not isinstance(d, dict) or d.get("v") != RECORD_VERSION:
-        raise DatabaseError(f"line of unknown version {d.get('v') if isinstance(d, dict) else d!r}")
-    if not isinstance(d.get("workload"), str) or not isinstance(d.get("trace"), dict):
-        raise DatabaseError("line is missing its workload or trace")
-    key = (d["workload"], str(d.get("target")), trace_key(d["trace"]))
+    validate_retime(d)
+    key = (d["workload"], d["target"], trace_key(d["trace"]))
     if isinstance(d.get("error"), str):
         return key, d["error"]
     return key, _check_secs(d.get("run_secs"), "run_secs")
@@ -144,7 +134,11 @@ def _append_line(path: Path, obj: dict) -> None:
         os.close(fd)
 
 
-def _read_lines(path: Path) -> list:
+def _read_lines(path: Path, validate) -> list:
+    """The valid lines of a JSON-lines file. Each line is parsed with bounded size,
+    depth and numbers and checked by ``validate``; a bad line is skipped with a
+    warning that names the file and the line, so one damaged or hostile record
+    never stops a database from loading, and none costs unbounded time or memory."""
     if not path.exists():
         return []
     out = []
@@ -153,11 +147,14 @@ def _read_lines(path: Path) -> list:
         if not line.strip():
             continue
         try:
-            out.append(json.loads(line))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            where = "its last line is torn (a run killed mid-write?)" if n >= len(raw) - 1 \
-                else f"line {n} is not JSON"
-            warnings.warn(f"{path}: {where}; skipped it")
+            obj = parse_json(line, what=f"line {n}", error=DatabaseError)
+            validate(obj, where=f"line {n}")
+        except DatabaseError as e:
+            torn = n == len(raw)       # the last line, with no newline after it
+            why = f"its last line is torn (a run killed mid-write?): line {n}" if torn else e
+            warnings.warn(f"{path}: {why}; skipped it")
+            continue
+        out.append(obj)
     return out
 
 
@@ -180,25 +177,13 @@ class Database:
 
     def reload(self) -> None:
         self._workloads = {}
-        for d in _read_lines(self.workloads_file):
-            if isinstance(d, dict) and isinstance(d.get("key"), str):
-                self._workloads[d["key"]] = d
-            else:
-                warnings.warn(f"{self.workloads_file}: skipped a workload line without a key")
+        for d in _read_lines(self.workloads_file, validate_workload_line):
+            self._workloads[d["key"]] = d
         self._records, self._keys, self._retimes = [], {}, {}
-        for d in _read_lines(self.records_file):
-            try:
-                r = TuningRecord.from_json(d)
-            except DatabaseError as e:
-                warnings.warn(f"{self.records_file}: skipped a record: {e}")
-                continue
-            self._add(r)
-        for d in _read_lines(self.retimes_file):
-            try:
-                key, item = _retime_from_json(d)
-            except DatabaseError as e:
-                warnings.warn(f"{self.retimes_file}: skipped a re-timing: {e}")
-                continue
+        for d in _read_lines(self.records_file, validate_record):
+            self._add(TuningRecord.from_json(d))
+        for d in _read_lines(self.retimes_file, validate_retime):
+            key, item = _retime_from_json(d)
             if key not in self._keys:
                 warnings.warn(f"{self.retimes_file}: skipped a re-timing of a trace that has "
                               "no record here")
@@ -229,16 +214,53 @@ class Database:
 
     # ------------------------------------------------------------ writing
     def commit_workload(self, workload) -> str:
-        """Register a Workload (or a key string with no parameters); returns its key."""
+        """Register a Workload (or a key string with no parameters); returns its key. A
+        workload not in the operator library is stored with its JSON (``"workload"``:
+        the function itself), so ``workload(key)`` rebuilds it in any process."""
         key = workload if isinstance(workload, str) else workload.key
-        if key not in self._workloads:
+        user = not isinstance(workload, str) and not getattr(workload, "library", True)
+        if key not in self._workloads or (user and "workload" not in self._workloads[key]):
             entry = {"key": key}
             if not isinstance(workload, str):
                 entry.update(op=workload.name, params=dict(workload.params),
                              dtype=workload.dtype)
+            if user:
+                entry["workload"] = workload.to_json()
             _append_line(self.workloads_file, entry)
             self._workloads[key] = entry
         return key
+
+    def workload(self, key, reference=None):
+        """The Workload stored under ``key`` (a key string or a Workload), rebuilt from
+        data: a library op by its name and parameters, a user's operator from its
+        JSON. ``reference``: the numpy function of a user's operator checked by one
+        (it does not travel as data); without it, such a workload says so when asked
+        for a reference, and ``.with_reference(None)`` checks it against its
+        unscheduled program."""
+        from .errors import ExplorerError
+        key = key if isinstance(key, str) else key.key
+        entry = self._workloads.get(key)
+        if entry is None:
+            have = ", ".join(list(self._workloads)[:5]) or "none"
+            raise DatabaseError(f"no workload {key!r} in {self.path} (it holds: {have}); "
+                                "see db.workloads() for all keys")
+        try:
+            if "workload" in entry:
+                from .workload import Workload
+                wl = Workload.from_json(entry["workload"], reference)
+            elif reference is not None:
+                raise DatabaseError("a library op is checked by its own numpy reference: "
+                                    "leave reference out")
+            else:
+                from . import ops
+                wl = ops.get(entry["op"], dtype=entry["dtype"], **entry["params"])
+        except (ExplorerError, KeyError, TypeError, AttributeError) as e:
+            raise DatabaseError(f"{self.workloads_file}: workload {key!r} cannot be rebuilt "
+                                f"({e})") from None
+        if wl.key != key:
+            raise DatabaseError(f"{self.workloads_file}: the entry {key!r} rebuilds as "
+                                f"{wl.key!r} (written by another version of explorer?)")
+        return wl
 
     def commit_record(self, record: TuningRecord) -> bool:
         """Append a record; returns False (and writes nothing) for a duplicate trace."""

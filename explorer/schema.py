@@ -359,6 +359,21 @@ def validate_retime(obj, where: str = "re-timing") -> None:
     _check_trace_field(obj["trace"], where)
 
 
+_WORKLOAD_FIELDS = {
+    "key": (True, lambda x: isinstance(x, str) and 0 < len(x) <= MAX_STR,
+            "a workload key (a non-empty string)"),
+    "op": (False, lambda x: isinstance(x, str) and len(x) <= MAX_STR, "an operator name"),
+    "params": (False, lambda x: isinstance(x, dict), "an object of parameters"),
+    "dtype": (False, lambda x: isinstance(x, str) and len(x) <= MAX_STR, "a dtype name"),
+}
+
+
+def validate_workload_line(obj, where: str = "workload") -> None:
+    """Check a line of ``workloads.jsonl`` (its key, and the types of what it says of
+    the workload); raise DatabaseError."""
+    _check_fields(obj, _WORKLOAD_FIELDS, where)
+
+
 def _check_fields(obj, fields: dict, where: str) -> None:
     if not isinstance(obj, dict):
         raise DatabaseError(f"{where}: a line must be a JSON object, got {_short(obj)}")

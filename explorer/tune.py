@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 
 from .backends.target import as_target
@@ -124,6 +125,8 @@ class Tuner:
         for rec in done:
             sch = self.space.apply(Trace.from_json(rec.trace))
             if sch is None:
+                warnings.warn(f"{self.database.records_file}: skipped the record of trial "
+                              f"{rec.trial} when resuming: {self.space.last_error}")
                 continue
             from .search.base import func_key
             self.context.measured.add(func_key(sch))

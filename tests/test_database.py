@@ -79,7 +79,7 @@ def test_bad_files_never_execute_and_say_what_is_wrong(tmp_path, wl):
         db = Database(tmp_path)
     assert len(db) == 0
     msgs = " ".join(str(w.message) for w in rec)
-    assert "missing or has a bad field" in msgs and "unknown version" in msgs
+    assert "is missing" in msgs and "field 'v' must be 1" in msgs
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(DatabaseError, match="is a file; give a directory"):
