@@ -34,3 +34,7 @@ class MeasureError(ExplorerError):
 
 class DatabaseError(ExplorerError):
     """A tuning database is unreadable or inconsistent."""
+
+
+class WorkloadError(ExplorerError):
+    """A workload (or its JSON) is malformed, or cannot be checked as asked."""
