@@ -1,9 +1,10 @@
-"""The operator library: standard tensor operators as ready-to-schedule Workloads.
+"""The operator library: functions that return standard tensor operators as Workloads.
 
 Each operator function (``gemm``, ``conv2d``, ...) builds the naive PrimFunc with
-:mod:`explorer.te` and wraps it in a :class:`Workload` that also knows its FLOP
-count, a canonical key for the tuning database, random arguments and a numpy
-reference to check any schedule against::
+:mod:`explorer.te` and wraps it in an :class:`explorer.workload.Workload` that
+also knows its FLOP count, a canonical key for the tuning database, random
+arguments and its numpy reference (kept here, found by the operator's name, so a
+worker process calls it without receiving code) to check any schedule against::
 
     wl = ops.gemm(64, 64, 64)
     args = wl.make_args(seed=0)
@@ -16,7 +17,6 @@ workload suites); :func:`resnet18_conv` gives the AutoTVM ResNet-18 layers.
 from __future__ import annotations
 
 import inspect
-import math
 import operator
 from dataclasses import dataclass, field
 from typing import Callable
@@ -24,154 +24,11 @@ from typing import Callable
 import numpy as np
 
 from . import te
-from .errors import ExplorerError, MeasureError
-from .ir.stmt import PrimFunc
+from .errors import ExplorerError
+from .workload import Workload, compare_arrays, normalized_tolerance, reduction_tolerance  # noqa: F401
 
 _ALL_DTYPES = ("float32", "float64", "int32")
 _FLOAT_DTYPES = ("float32", "float64")
-_EPS = {"float32": float(np.finfo(np.float32).eps), "float64": float(np.finfo(np.float64).eps)}
-
-
-# ------------------------------------------------------------------ Workload
-
-@dataclass(frozen=True)
-class Workload:
-    """One operator instance: its function, cost, key, arguments and reference.
-
-    Equality and hashing go by name, params and dtype (the function follows
-    from them), so workloads can key dicts in a task scheduler.
-    """
-    name: str
-    params: tuple
-    func: PrimFunc = field(compare=False, repr=False)
-    flops: int
-    inputs: tuple
-    outputs: tuple
-    dtype: str
-    key: str
-
-    def __repr__(self) -> str:
-        return f"Workload({self.key}, {self.flops} flops)"
-
-    def make_args(self, seed=0) -> list:
-        """Arrays in ``func.params`` order: random inputs, zeroed outputs.
-
-        Floats are uniform in [-1, 1), int32 values in [-4, 4]; ``seed`` is an
-        int or a ``numpy.random.Generator``.
-        """
-        rng = np.random.default_rng(seed)
-        args = []
-        for buf in self.func.params:
-            if buf.name in self.outputs:
-                args.append(np.zeros(buf.shape, dtype=buf.dtype))
-            elif buf.dtype in _FLOAT_DTYPES:
-                args.append(rng.random(buf.shape, dtype=buf.dtype) * 2 - 1)
-            else:
-                args.append(rng.integers(-4, 5, size=buf.shape).astype(buf.dtype))
-        return args
-
-    def reference(self, *inputs) -> tuple:
-        """The outputs computed by numpy (float64 or int64 inside, cast to ``dtype``)."""
-        bufs = self.func.params[:len(self.inputs)]
-        if len(inputs) != len(bufs):
-            raise MeasureError(f"{self.key}: reference takes the {len(bufs)} inputs "
-                               f"({', '.join(self.inputs)}) but got {len(inputs)} arrays: "
-                               f"pass args[:{len(bufs)}]")
-        arrays = [_checked_array(self.key, b, a) for b, a in zip(bufs, inputs)]
-        wide = [a.astype(np.float64 if self.dtype in _FLOAT_DTYPES else np.int64)
-                for a in arrays]
-        outs = _IMPLS[self.name].reference(self._kw(), *wide)
-        return tuple(np.ascontiguousarray(o).astype(self.dtype) for o in outs)
-
-    def default_tolerance(self) -> tuple:
-        """``(rtol, atol)`` used by :meth:`check` when none are given (see ``_tolerance``)."""
-        return _IMPLS[self.name].tolerance(self._kw(), self.dtype)
-
-    def check(self, args, rtol=None, atol=None, expected=None) -> float:
-        """Compare the outputs in ``args`` (the full parameter list) with the reference.
-
-        An element passes when ``|got - want| <= atol + rtol * |want|``. Returns
-        the largest absolute error; raises MeasureError naming the output, the
-        error and where it is when any element fails. ``expected``: reference
-        outputs computed before (they are recomputed otherwise).
-        """
-        args = list(args)
-        params = self.func.params
-        if len(args) != len(params):
-            raise MeasureError(f"{self.key}: check takes all {len(params)} arguments "
-                               f"({', '.join(p.name for p in params)}) but got {len(args)}")
-        args = [_checked_array(self.key, b, a) for b, a in zip(params, args)]
-        d_rtol, d_atol = self.default_tolerance()
-        rtol = d_rtol if rtol is None else rtol
-        atol = d_atol if atol is None else atol
-        n_in = len(self.inputs)
-        refs = self.reference(*args[:n_in]) if expected is None else expected
-        return max(compare_arrays(self.key, name, got, want, rtol, atol)
-                   for name, got, want in zip(self.outputs, args[n_in:], refs))
-
-    def _kw(self) -> dict:
-        return dict(self.params, dtype=self.dtype)
-
-
-def _checked_array(key: str, buf, a) -> np.ndarray:
-    if not isinstance(a, np.ndarray):
-        raise MeasureError(f"{key}: argument {buf.name} must be a numpy array, "
-                           f"not {type(a).__name__}")
-    if tuple(a.shape) != tuple(buf.shape):
-        raise MeasureError(f"{key}: argument {buf.name} has shape {tuple(a.shape)}, "
-                           f"expected {tuple(buf.shape)}")
-    if a.dtype != np.dtype(buf.dtype):
-        raise MeasureError(f"{key}: argument {buf.name} has dtype {a.dtype}, expected "
-                           f"{buf.dtype}")
-    return a
-
-
-def compare_arrays(key: str, name: str, got, want, rtol: float, atol: float,
-                   sentinel=None) -> float:
-    """``|got - want| <= atol + rtol * |want|`` elementwise, NaN never equal; returns the
-    largest absolute error or raises MeasureError saying where and by how much.
-    ``sentinel``: the value unwritten outputs were filled with (NaN always counts)."""
-    got = np.asarray(got)
-    if got.shape != want.shape:
-        raise MeasureError(f"{key}: output {name} has shape {got.shape}, expected {want.shape}")
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        diff = np.where(got64 == want64, 0.0, np.abs(got64 - want64))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    bad = diff > atol + rtol * np.where(np.isfinite(want64), np.abs(want64), 0.0)
-    if not bad.any():
-        return float(diff.max()) if diff.size else 0.0
-    where = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))),
-                                                   diff.shape))
-    g = got[where]
-    unwritten = (" (never written: still the NaN/sentinel it was filled with)"
-                 if sentinel is not None and (g != g or g == sentinel) else "")
-    raise MeasureError(
-        f"{key}: output {name} is wrong: max abs error {float(diff[bad].max()):.3g} at index "
-        f"{where} (got {g.item()!r}{unwritten}, expected {want[where].item()!r}); "
-        f"{int(bad.sum())} of {bad.size} elements exceed atol={atol:.3g} + rtol={rtol:.3g} * "
-        f"|expected|")
-
-
-def _sum_tolerance(length: int, dtype: str) -> tuple:
-    """Tolerance for outputs that are sums of ``length`` products of inputs from make_args.
-
-    Partial sums grow like sqrt(length) and each addition rounds by eps, so the
-    worst case over summation orders is ~eps * length * sqrt(length) / 3; the
-    float32 atol, 1e-4 * sqrt(length), covers it up to length ~5000 (ResNet-18's
-    deepest reduction is 4608) and real errors are ~40x smaller still, while a
-    wrong index or a lost term costs ~0.1. float64 scales by its eps; int32 is exact.
-    """
-    if dtype not in _FLOAT_DTYPES:
-        return 0.0, 0.0
-    base = 1e-4 if dtype == "float32" else 1e-12
-    return 1e-5 if dtype == "float32" else 1e-12, base * math.sqrt(max(length, 1))
-
-
-def _normalized_tolerance(dtype: str) -> tuple:
-    """Softmax outputs are at most e^2/N and their relative error at most ~N eps,
-    so the absolute error stays below ~8 eps whatever N is."""
-    return (1e-5 if dtype == "float32" else 1e-12), 16 * _EPS[dtype]
 
 
 # ------------------------------------------------------------------ validation
@@ -242,11 +99,25 @@ def _format(v) -> str:
 
 
 def _workload(name: str, params: tuple, tensors: list, flops: int, dtype: str) -> Workload:
+    """The library Workload: checked by ``_IMPLS[name]``'s numpy reference."""
     func = te.create_func(tensors, name=name)
     key = f"{name}({','.join(f'{k}={_format(v)}' for k, v in params)},dtype={dtype})"
+    kw = dict(params, dtype=dtype)
     return Workload(name, params, func, int(flops),
                     tuple(t.name for t in tensors if t.op is None),
-                    tuple(t.name for t in tensors if t.op is not None), dtype, key)
+                    tuple(t.name for t in tensors if t.op is not None), dtype, key,
+                    checked_by="library", reference_fn=_library_reference(name, kw, dtype),
+                    tolerance=_IMPLS[name].tolerance(kw, dtype))
+
+
+def _library_reference(name: str, kw: dict, dtype: str) -> Callable:
+    """numpy on the inputs widened to float64 (int64 for integers); the Workload casts back."""
+    wide = np.float64 if dtype in _FLOAT_DTYPES else np.int64
+
+    def reference(*arrays):
+        return _IMPLS[name].reference(kw, *(a.astype(wide) for a in arrays))
+    reference.__name__ = f"{name}_reference"
+    return reference
 
 
 def _affine(out, stride: int, red, dil: int):
@@ -475,7 +346,7 @@ class _Impl:
 
 
 def _sum_tol(length_of):
-    return lambda p, dtype: _sum_tolerance(length_of(p), dtype)
+    return lambda p, dtype: reduction_tolerance(length_of(p), dtype)
 
 
 _IMPLS = {
@@ -489,7 +360,7 @@ _IMPLS = {
                               _sum_tol(lambda p: p["R"] * p["S"])),
     "dense_bias_relu": _Impl(lambda p, X, W, b: (np.maximum(X @ W.T + b, 0),),
                              _sum_tol(lambda p: p["K"])),
-    "softmax": _Impl(_softmax_ref, lambda p, dtype: _normalized_tolerance(dtype)),
+    "softmax": _Impl(_softmax_ref, lambda p, dtype: normalized_tolerance(dtype)),
     "row_sum": _Impl(lambda p, A: (A.sum(axis=1),), _sum_tol(lambda p: p["N"])),
     "elementwise": _Impl(lambda p, A, B: (np.maximum(A * 2 + B, 0),), _sum_tol(lambda p: 1)),
     "transpose": _Impl(lambda p, A: (A.T,), _sum_tol(lambda p: 1)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from explorer import BlockRV, Schedule, Trace, ops
+from explorer import BlockRV, Schedule, Trace, Workload, ops
 from explorer.errors import ExplorerError, ScheduleError
 from explorer.ir.printer import to_html
 from explorer.ir.stmt import PrimFunc
@@ -84,14 +84,15 @@ class _Resolver:
 
 
 def _as_start(obj):
-    """(schedule, workload) from an op name, (name, *shape), Workload, PrimFunc or Schedule."""
+    """(schedule, workload) from an op name, (name, *shape), Workload (a library op or a
+    user's ``Workload.from_te``), PrimFunc (no workload: runs are not checked) or Schedule."""
     if isinstance(obj, str):
         obj = ops.get(obj)
     elif isinstance(obj, tuple) and obj and isinstance(obj[0], str):
         obj = ops.get(obj[0], *obj[1:])
     if isinstance(obj, Schedule):
         return obj.copy(), obj.workload
-    if isinstance(obj, (ops.Workload, PrimFunc)):
+    if isinstance(obj, (Workload, PrimFunc)):
         sch = Schedule(obj)
         return sch, sch.workload
     raise TypeError(f"ScheduleExplorer takes an op name, a Workload, a PrimFunc or a Schedule, "
