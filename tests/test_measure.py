@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer import Schedule, ops
-from explorer.errors import MeasureError
+from explorer.errors import MeasureError, WorkloadError
 from explorer.measure import (BuildResult, MeasureInput, MeasureResult, Reference,
                               ReferenceCache, RunConfig)
 from explorer.measure.faults import check_fault
@@ -52,10 +52,18 @@ def test_input_target_string_carries_the_core_count():
 
 
 def test_input_errors_name_what_is_missing():
-    with pytest.raises(MeasureError, match="Workload"):
-        MeasureInput.from_schedule(Schedule(ops.gemm(8, 8, 8).func))
+    with pytest.raises(WorkloadError, match="from_schedule takes a Workload .*, not int"):
+        MeasureInput.from_schedule(42)
     with pytest.raises(MeasureError, match="op, params"):
         MeasureInput.from_json({"op": "gemm"})
+
+
+def test_a_primfunc_schedule_is_measured_checked_against_its_unscheduled_program():
+    func = ops.gemm(8, 8, 8).func
+    inp = MeasureInput.from_schedule(Schedule(func))
+    wl = inp.workload()
+    assert wl.func == func and wl.checked_by == "program" and inp.expected
+    assert wl.key == inp.workload_key and wl.key.startswith("user:gemm#")
 
 
 # ------------------------------------------------------------------ results and config

@@ -1,8 +1,10 @@
-"""Checking a candidate's output against the numpy reference before its time counts.
+"""Checking a candidate's output against the reference before its time counts.
 
 A worker checks every candidate of a workload against the same inputs, so the
 inputs and the reference outputs are computed once per (workload, seed) and
-kept (``ReferenceCache``). Each candidate gets fresh copies of the inputs (a
+kept (``ReferenceCache``): by the library's numpy reference for an
+``explorer.ops`` operator, or read from the file of expected outputs the parent
+wrote for a user's workload (``explorer.measure.expected``). Each candidate gets fresh copies of the inputs (a
 kernel that wrongly writes an input cannot spoil the next check) and outputs
 filled with NaN (or a sentinel for integers), so an element the kernel never
 writes fails the check instead of passing as a zero. Tolerances are the
@@ -15,21 +17,27 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import ops
+from ..workload import compare_arrays as _compare
+from .expected import load_expected
 
 _INT_SENTINEL = -(2 ** 31) + 7
 
 
 class Reference:
-    """Inputs (pristine) and expected outputs of one workload for one seed."""
+    """Inputs (pristine) and expected outputs of one workload for one seed, or those
+    in the file ``expected`` (a path from ``expected_file``)."""
 
-    def __init__(self, wl, seed: int = 0):
+    def __init__(self, wl, seed: int = 0, expected: str | None = None):
         self.workload = wl
-        args = wl.make_args(seed)
         n_in = len(wl.inputs)
-        self.inputs = [np.ascontiguousarray(a) for a in args[:n_in]]
         self.out_params = wl.func.params[n_in:]
-        self.expected = wl.reference(*self.inputs)
+        if expected is not None:
+            inputs, self.expected = load_expected(expected, wl)
+        else:
+            inputs = wl.make_args(seed)[:n_in]
+        self.inputs = [np.ascontiguousarray(a) for a in inputs]
+        if expected is None:
+            self.expected = wl.reference(*self.inputs)
         for a in self.inputs:
             a.setflags(write=False)
 
@@ -57,22 +65,23 @@ class Reference:
 
 
 def compare_arrays(key: str, name: str, got, want, rtol: float, atol: float) -> float:
-    """``ops.compare_arrays`` that knows the integer sentinel of unwritten outputs."""
-    return ops.compare_arrays(key, name, got, want, rtol, atol, sentinel=_INT_SENTINEL)
+    """``workload.compare_arrays`` that knows the integer sentinel of unwritten outputs."""
+    return _compare(key, name, got, want, rtol, atol, sentinel=_INT_SENTINEL)
 
 
 class ReferenceCache:
-    """The ``Reference`` of recently seen workloads (by key and seed), least recent dropped."""
+    """The ``Reference`` of recently seen workloads (by key, seed and expected-outputs
+    file), least recent dropped."""
 
     def __init__(self, size: int = 8):
         self.size = size
         self._items: OrderedDict = OrderedDict()
 
-    def get(self, wl, seed: int = 0) -> Reference:
-        key = (wl.key, seed)
+    def get(self, wl, seed: int = 0, expected: str | None = None) -> Reference:
+        key = (wl.key, seed, expected)
         ref = self._items.get(key)
         if ref is None:
-            ref = self._items[key] = Reference(wl, seed)
+            ref = self._items[key] = Reference(wl, seed, expected)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
         self._items.move_to_end(key)

@@ -2,7 +2,8 @@
 
 Runs inside the worker process (``explorer.measure.worker``). Built kernels stay
 here as artifacts (by id) until the runner asks for them; references are
-computed once per workload. Expected failures come back as ``{"error": ...,
+computed once per workload (or read from the parent's file of expected outputs
+for a user's workload). Expected failures come back as ``{"error": ...,
 "error_kind": ...}`` values; the parent turns them into results.
 """
 from __future__ import annotations
@@ -128,6 +129,13 @@ def _first_run(call, ref, args, cfg: RunConfig) -> tuple:
     return first, _check(ref, args, cfg, "first run")
 
 
+def _reference(wl, seed: int, expected: str | None):
+    try:
+        return _refs.get(wl, seed, expected)
+    except ExplorerError as e:
+        raise Failed("internal", f"the reference outputs are not available: {e}")
+
+
 def run_job(payload: dict, emit) -> dict:
     """Build (unless the artifact is here), check the first run, then time repeats."""
     inp = MeasureInput.from_json(payload["input"])
@@ -141,7 +149,7 @@ def run_job(payload: dict, emit) -> dict:
             info = {"build_secs": art.build_secs, "compile_secs": art.compile_secs}
             emit("built", **info)
         info["flops"] = art.workload.flops
-        ref = _refs.get(art.workload, cfg.seed)
+        ref = _reference(art.workload, cfg.seed, inp.expected)
         args = ref.fresh_args()
         try:
             call = fast_call(art.kernel, args)

@@ -45,8 +45,10 @@ class Measurer:
         self.runner = LocalRunner(self.pool, self.config)
 
     def input(self, sch, fault: str | None = None) -> MeasureInput:
-        """The ``MeasureInput`` of schedule ``sch`` for this measurer's target."""
-        return MeasureInput.from_schedule(sch, self.target, fault=fault)
+        """The ``MeasureInput`` of schedule ``sch`` for this measurer's target (a user's
+        workload checked on the inputs of this measurer's ``config.seed``)."""
+        return MeasureInput.from_schedule(sch, self.target, fault=fault,
+                                          check_seed=self.config.seed)
 
     def measure(self, inputs: list, cutoff_secs: float | None = None) -> list:
         """Build all ``inputs`` in parallel, then run them one by one: a
@@ -71,7 +73,7 @@ class Measurer:
 
     @property
     def best_secs(self) -> dict:
-        """Best median seconds so far per (op, params, dtype, target)."""
+        """Best median seconds so far per (``MeasureInput.workload_key``, target)."""
         return self.runner.best_secs
 
     def close(self) -> None:

@@ -1,8 +1,10 @@
 """The values that cross the measurement boundary: what to measure and what came of it.
 
-All three are frozen plain data (JSON-able): a ``MeasureInput`` names a workload
-by operator name and parameters and carries the schedule as trace JSON, so a
-worker process rebuilds the candidate from data alone (no pickled code). A
+All three are frozen plain data (JSON-able): a ``MeasureInput`` names a library
+workload by operator name and parameters, or carries a user's workload as its
+JSON (the function itself) with the file of its expected outputs, and carries
+the schedule as trace JSON, so a worker process rebuilds the candidate from
+data alone (no pickled code). A
 failure is a value (``error`` and ``error_kind`` set, ``run_secs`` None), never
 an exception into the search loop.
 """
@@ -10,9 +12,12 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 
 from ..errors import MeasureError
+
+_decoded: OrderedDict = OrderedDict()   # user workloads rebuilt in this process, by JSON text
 
 # Why a candidate failed, in the order the stages run.
 ERROR_KINDS = (
@@ -40,7 +45,10 @@ def _thaw(v):
 class MeasureInput:
     """One candidate: workload (operator name, parameters, dtype), trace and target.
 
-    ``params`` is ``Workload.params`` (pairs of name and value); ``trace`` is
+    ``params`` is ``Workload.params`` (pairs of name and value). A workload not
+    in the library comes as ``workload_json`` (``Workload.to_json()``) with
+    ``expected``, the file of its inputs and expected outputs computed in the
+    parent (see ``explorer.measure.expected``); ``trace`` is
     ``Trace.as_json()``; ``target`` a target string such as
     ``"llvm -mcpu=znver4 -num-cores=2"``; ``seed`` seeds the schedule, which
     re-samples sampling instructions the trace left without a decision.
@@ -53,36 +61,64 @@ class MeasureInput:
     target: str = "llvm"
     seed: int = 0
     fault: str | None = None
+    workload_json: dict | None = field(default=None, hash=False)
+    expected: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "params", tuple((str(k), _freeze(v)) for k, v in self.params))
 
     def __hash__(self):
-        return hash((self.op, self.params, self.dtype, json.dumps(self.trace, sort_keys=True),
-                     self.target, self.seed, self.fault))
+        return hash((self.workload_key, json.dumps(self.trace, sort_keys=True),
+                     self.target, self.seed, self.fault, self.expected))
+
+    @property
+    def workload_key(self):
+        """What identifies the workload: its key for a user's, (op, params, dtype) else."""
+        if self.workload_json is not None:
+            return self.workload_json.get("key")
+        return (self.op, self.params, self.dtype)
 
     @classmethod
-    def from_schedule(cls, sch, target="llvm", fault: str | None = None) -> "MeasureInput":
-        """The input that measures schedule ``sch`` (made from an ``explorer.ops`` Workload)."""
-        wl = getattr(sch, "workload", None)
-        if wl is None or not hasattr(wl, "params"):
-            raise MeasureError("MeasureInput.from_schedule needs a Schedule made from an "
-                               "explorer.ops Workload (Schedule(ops.gemm(...))), so that a worker "
-                               "process can rebuild it from the operator name and parameters")
-        return cls.from_workload(wl, sch.trace.as_json(), target, seed=sch.seed, fault=fault)
+    def from_schedule(cls, sch, target="llvm", fault: str | None = None,
+                      check_seed: int = 0) -> "MeasureInput":
+        """The input that measures schedule ``sch``: of a Workload, or of a PrimFunc
+        (checked against its unscheduled program)."""
+        from ..workload import as_workload
+        wl = as_workload(sch, "MeasureInput.from_schedule")
+        return cls.from_workload(wl, sch.trace.as_json(), target, seed=sch.seed, fault=fault,
+                                 check_seed=check_seed)
 
     @classmethod
     def from_workload(cls, wl, trace, target="llvm", seed: int = 0,
-                      fault: str | None = None) -> "MeasureInput":
-        """The input for workload ``wl`` scheduled by ``trace`` (a Trace or its JSON)."""
+                      fault: str | None = None, check_seed: int = 0) -> "MeasureInput":
+        """The input for workload ``wl`` scheduled by ``trace`` (a Trace or its JSON).
+        A user's workload travels as its JSON, with its expected outputs for the
+        inputs of ``make_args(check_seed)`` computed here, once."""
         from ..backends.target import as_target
         trace = trace.as_json() if hasattr(trace, "as_json") else trace
-        return cls(wl.name, wl.params, wl.dtype, trace, str(as_target(target)), seed, fault)
+        target = str(as_target(target))
+        if wl.library:
+            return cls(wl.name, wl.params, wl.dtype, trace, target, seed, fault)
+        from .expected import expected_file
+        data = wl._cache.get("json") or wl._cache.setdefault("json", wl.to_json())
+        return cls(wl.name, (), wl.dtype, trace, target, seed, fault, data,
+                   expected_file(wl, check_seed))
 
     def workload(self):
-        """Rebuild the Workload (``ops.get(op, dtype=..., **params)``)."""
-        from .. import ops
-        return ops.get(self.op, dtype=self.dtype, **dict(self.params))
+        """Rebuild the Workload: ``ops.get(op, dtype=..., **params)`` for a library op,
+        ``Workload.from_json`` (kept for the next input) for a user's."""
+        if self.workload_json is None:
+            from .. import ops
+            return ops.get(self.op, dtype=self.dtype, **dict(self.params))
+        text = json.dumps(self.workload_json, sort_keys=True)
+        wl = _decoded.get(text)
+        if wl is None:
+            from ..workload import Workload
+            wl = _decoded[text] = Workload.from_json(self.workload_json)
+            while len(_decoded) > 8:
+                _decoded.popitem(last=False)
+        _decoded.move_to_end(text)
+        return wl
 
     def schedule(self):
         """Rebuild the schedule: replay the trace on a fresh ``Schedule(workload, seed)``."""
@@ -90,18 +126,26 @@ class MeasureInput:
         return Trace.from_json(self.trace).apply_to(Schedule(self.workload(), seed=self.seed))
 
     def as_json(self) -> dict:
-        return {"op": self.op, "params": {k: _thaw(v) for k, v in self.params},
-                "dtype": self.dtype, "trace": self.trace, "target": self.target,
-                "seed": self.seed, "fault": self.fault}
+        out = {"op": self.op, "params": {k: _thaw(v) for k, v in self.params},
+               "dtype": self.dtype, "trace": self.trace, "target": self.target,
+               "seed": self.seed, "fault": self.fault}
+        if self.workload_json is not None:
+            out.update(workload=self.workload_json, expected=self.expected)
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "MeasureInput":
         try:
+            wl, expected = data.get("workload"), data.get("expected")
+            if not isinstance(wl, (dict, type(None))) or not isinstance(expected, (str, type(None))):
+                raise TypeError("workload must be an object and expected a path")
             return cls(data["op"], tuple(data["params"].items()), data["dtype"], data["trace"],
-                       data.get("target", "llvm"), int(data.get("seed", 0)), data.get("fault"))
+                       data.get("target", "llvm"), int(data.get("seed", 0)), data.get("fault"),
+                       wl, expected)
         except (KeyError, AttributeError, TypeError, ValueError) as e:
-            raise MeasureError(f"a measure input needs op, params (an object), dtype and trace; "
-                               f"this one is malformed ({e!r})") from None
+            raise MeasureError(f"a measure input needs op, params (an object), dtype and trace "
+                               f"(and, for a workload not in the library, its JSON and expected "
+                               f"outputs); this one is malformed ({e!r})") from None
 
 
 @dataclass(frozen=True)

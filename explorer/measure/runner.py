@@ -25,7 +25,7 @@ from .result import BuildResult, MeasureInput, MeasureResult
 
 
 def workload_target_key(inp: MeasureInput) -> tuple:
-    return (inp.op, inp.params, inp.dtype, inp.target)
+    return (inp.workload_key, inp.target)
 
 
 class LocalRunner:
