@@ -215,8 +215,10 @@ class Database:
     # ------------------------------------------------------------ writing
     def commit_workload(self, workload) -> str:
         """Register a Workload (or a key string with no parameters); returns its key. A
-        workload not in the operator library is stored with its JSON (``"workload"``:
-        the function itself), so ``workload(key)`` rebuilds it in any process."""
+        workload not in the operator library is stored with its JSON as text
+        (``"workload"``: the function itself; text, so the line stays shallow for the
+        line parser and the workload's own loader checks it), so ``workload(key)``
+        rebuilds it in any process."""
         key = workload if isinstance(workload, str) else workload.key
         user = not isinstance(workload, str) and not getattr(workload, "library", True)
         if key not in self._workloads or (user and "workload" not in self._workloads[key]):
@@ -225,7 +227,7 @@ class Database:
                 entry.update(op=workload.name, params=dict(workload.params),
                              dtype=workload.dtype)
             if user:
-                entry["workload"] = workload.to_json()
+                entry["workload"] = workload.dumps()
             _append_line(self.workloads_file, entry)
             self._workloads[key] = entry
         return key

@@ -26,8 +26,10 @@ class Task:
 
 
 def load_suite(name_or_path) -> list:
-    """Tasks of a suite in data/suites (resnet18, bert_base, mlp) or a JSON file."""
-    from . import ops
+    """Tasks of a suite in data/suites (resnet18, bert_base, mlp) or a JSON file. A task
+    is a library op (``"op"`` and ``"params"``) or a user's workload (``"workload"``:
+    its ``Workload.to_json()``, checked against its unscheduled program when it was
+    checked by a numpy function)."""
     path = Path(name_or_path)
     if not path.suffix:
         path = SUITES_DIR / f"{name_or_path}.json"
@@ -37,15 +39,25 @@ def load_suite(name_or_path) -> list:
                             "(or give a path to a suite JSON file)")
     try:
         data = json.loads(path.read_text())
-        return [Task(t.get("name", t["op"]), ops.get(t["op"], **t["params"]),
-                     float(t.get("weight", 1))) for t in data["tasks"]]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        return [_task(t) for t in data["tasks"]]
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
         raise ExplorerError(f"suite file {path} is malformed ({e}); see data/suites/*.json "
                             "for the format") from None
 
 
+def _task(t: dict) -> Task:
+    from . import ops
+    from .workload import Workload
+    if "workload" in t:
+        wl = Workload.from_json(t["workload"])
+        wl = wl if wl.checked_by != "numpy" else wl.with_reference(None)
+        return Task(t.get("name", wl.name), wl, float(t.get("weight", 1)))
+    return Task(t.get("name", t["op"]), ops.get(t["op"], **t["params"]), float(t.get("weight", 1)))
+
+
 class TaskScheduler:
-    """Splits ``trials`` over ``tasks`` (each a Task); one Tuner per task."""
+    """Splits ``trials`` over ``tasks`` (each a Task, whose workload is a Workload,
+    PrimFunc or Schedule); one Tuner per task."""
 
     def __init__(self, tasks: list, target="llvm", trials: int = 256, mode: str = "gradient",
                  batch_size: int = 16, seed: int = 0, database=None, window: int = 3,

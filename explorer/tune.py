@@ -3,6 +3,10 @@
     result = Tuner(ops.get("gemm", 1024, 1024, 1024), "llvm", trials=64, seed=0,
                    database="tuning_db").run()
 
+The workload is a library op, a user's ``Workload`` (``Workload.from_te``), or a
+PrimFunc or Schedule (tuned as a workload checked against its unscheduled
+program).
+
 Every stage emits an event on ``tuner.events`` (see ``explorer.events``):
 widgets, logs and progress bars subscribe; the engine knows none of them.
 Every measured candidate, failed ones included, is appended to the database
@@ -81,7 +85,8 @@ class Tuner:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ExplorerError(f"{name} must be an int >= 0 (0: no re-timing), got {v!r}")
         self.retime_top, self.retime_rounds = retime_top, retime_rounds
-        self.workload = workload
+        from .workload import as_workload
+        self.workload = workload = as_workload(workload, "Tuner")
         self.target = as_target(target)
         from .backends import check_buildable
         check_buildable(self.target)
@@ -358,5 +363,6 @@ def _importance(model) -> tuple:
 
 
 def tune(workload, target="llvm", trials: int = 64, **kw) -> TuneResult:
-    """Tune ``workload`` and return the result (see ``Tuner`` for the options)."""
+    """Tune ``workload`` (a Workload, PrimFunc or Schedule) and return the result (see
+    ``Tuner`` for the options)."""
     return Tuner(workload, target, trials, **kw).run()
