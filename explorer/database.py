@@ -46,6 +46,7 @@ class TuningRecord:
     predicted: float | None = None
     build_secs: float | None = None
     meta: dict = field(default_factory=dict)
+    error_kind: str | None = None   # build, crash, wrong, timeout, cutoff... (None: ok)
     retime_secs: tuple = ()     # from retimes.jsonl, not written with the record
     retime_error: str | None = None   # a later run of it failed (wrong result...)
 
@@ -81,7 +82,15 @@ class TuningRecord:
             strategy=d.get("strategy", ""), round=d.get("round", -1),
             trial=d.get("trial", -1), seed=d.get("seed", 0),
             predicted=d.get("predicted"), build_secs=d.get("build_secs"),
-            meta=dict(d.get("meta") or {}))
+            meta=dict(d.get("meta") or {}), error_kind=_error_kind(d))
+
+
+def _error_kind(d: dict) -> str | None:
+    """The kind of a record's error; records written before the kind had its own
+    field carry it as the start of the message ("wrong: max abs error ...")."""
+    if d.get("error") is None:
+        return None
+    return d.get("error_kind") or d["error"].split(":", 1)[0].strip() or "error"
 
 
 def ranked(records) -> list:

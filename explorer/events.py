@@ -40,6 +40,7 @@ class CandidateMeasured:
     gflops: float | None
     error: str | None          # why it failed (build, run, wrong result, timeout)
     predicted: float | None    # the cost model's score before measuring, if any
+    error_kind: str | None = None   # build, crash, wrong, timeout, cutoff... (None: ok)
 
 
 @dataclass(frozen=True)

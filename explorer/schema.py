@@ -335,6 +335,8 @@ _RECORD_FIELDS = {   # field -> (required, check, what it must be)
     "predicted": (False, lambda x: x is None or _is_num(x), "null or a finite number"),
     "build_secs": (False, lambda x: x is None or _is_num(x, 0.0), "null or seconds >= 0"),
     "meta": (False, lambda x: x is None or isinstance(x, dict), "an object"),
+    "error_kind": (False, lambda x: x is None or (isinstance(x, str) and 0 < len(x) <= 64),
+                   "null or the kind of the error (build, crash, wrong, timeout...)"),
 }
 
 

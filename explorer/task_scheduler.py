@@ -91,7 +91,7 @@ class TaskScheduler:
         self.used = 0
 
     def _latency(self, i: int) -> float:
-        b = self.tuners[i].state["best"]
+        b = self.tuners[i].state.best
         return b.seconds if b is not None else float("inf")
 
     def _gradient(self, i: int) -> float:
@@ -125,13 +125,7 @@ class TaskScheduler:
                 if not alive:
                     break
                 i = self._pick(alive)
-                t = self.tuners[i]
-                before = t.state["trial"]
-                t.batch_size = min(t.batch_size, self.budget - self.used)
-                t.step()
-                self.used += t.state["trial"] - before
-                if t.state["trial"] == before:
-                    t.state["exhausted"] = True
+                self.used += self.tuners[i].step(limit=self.budget - self.used)
             for t in self.tuners:
                 t.retime()
         finally:

@@ -58,6 +58,22 @@ class TuneResult:
         return asdict(self)
 
 
+@dataclass
+class TunerState:
+    """Where a tuning run stands: counts, the correct records, the best, and whether
+    it can go on. The tuner changes it; a task scheduler only reads it."""
+    trial: int = 0            # candidates recorded so far, the database's included
+    measured: int = 0         # measured by this run
+    failed: int = 0           # did not build, crashed, wrong result...
+    cutoff: int = 0           # correct but far slower than the best: cut short
+    ok: list = field(default_factory=list)        # correct records
+    best: TuningRecord | None = None
+    retimed: list = field(default_factory=list)   # (trial, seconds before, after)
+    stale: int = 0            # rounds since the best last improved
+    round: int = 0
+    exhausted: bool = False   # the strategy had nothing new to propose
+
+
 def _cost_model(kind, seed: int):
     if kind is None or not isinstance(kind, str):
         return kind
@@ -160,11 +176,9 @@ class Tuner:
         self.events.emit(TuningStarted(wl.key, tgt, self.trials, self.strategy.name, self.seed))
         done = self._resume()
         ok = [r for r in done if r.ok]
-        cut = sum(_is_cutoff(r.error) for r in done)
-        self.state = {"trial": len(done), "failed": len(done) - len(ok) - cut, "cutoff": cut,
-                      "measured": 0, "ok": list(ok), "retimed": [],
-                      "best": (ranked(ok) or [None])[0], "stale": 0,
-                      "round": 0, "exhausted": False}
+        cut = sum(r.error_kind == "cutoff" for r in done)
+        self.state = TunerState(trial=len(done), failed=len(done) - len(ok) - cut, cutoff=cut,
+                                ok=list(ok), best=(ranked(ok) or [None])[0])
         self.history: list = []
         self.rounds: list = []
         self.strategy.pre_tuning(self.context)
@@ -174,23 +188,27 @@ class Tuner:
     @property
     def active(self) -> bool:
         st = self.state
-        return (st["trial"] < self.trials and not st["exhausted"]
-                and not (self.early_stopping and st["stale"] >= self.early_stopping))
+        return (st.trial < self.trials and not st.exhausted
+                and not (self.early_stopping and st.stale >= self.early_stopping))
 
-    def step(self) -> bool:
-        """One round; False when there is nothing left to do."""
+    def step(self, limit: int | None = None) -> int:
+        """One round of at most ``batch_size`` (and ``limit``) candidates; returns how
+        many were recorded (0 when there is nothing left to do)."""
         if not self.active:
-            return False
+            return 0
         st = self.state
-        n = min(self.batch_size, self.trials - st["trial"])
-        self.events.emit(RoundStarted(self.workload.key, st["round"], n))
+        n = min(self.batch_size, self.trials - st.trial, limit or self.batch_size)
+        self.events.emit(RoundStarted(self.workload.key, st.round, n))
         cands = self.strategy.generate_candidates(n)
         if not cands:
-            st["exhausted"] = True
-            return False
-        self.rounds.append(self._round(st["round"], cands, self.measurer, st, self.history))
-        st["round"] += 1
-        return self.active
+            st.exhausted = True
+            return 0
+        before = st.trial
+        self.rounds.append(self._round(st.round, cands, self.measurer, st, self.history))
+        st.round += 1
+        if st.trial == before:
+            st.exhausted = True
+        return st.trial - before
 
     def close(self) -> None:
         if getattr(self, "_own_measurer", False):
@@ -200,18 +218,18 @@ class Tuner:
     def finish(self) -> TuneResult:
         wl, st = self.workload, self.state
         self.strategy.post_tuning()
-        b = st["best"]
+        b = st.best
         result = TuneResult(
             workload={"op": wl.name, "params": dict(wl.params), "dtype": wl.dtype,
                       "key": wl.key},
-            target=str(self.target), trials=st["trial"], measured=st["measured"],
-            failed=st["failed"], best_seconds=b.seconds if b else None,
+            target=str(self.target), trials=st.trial, measured=st.measured,
+            failed=st.failed, best_seconds=b.seconds if b else None,
             best_gflops=wl.flops / b.seconds / 1e9 if b else None,
             tuning_seconds=time.perf_counter() - self._start, trace=b.trace if b else None,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
-            rounds=self.rounds, cutoff=st["cutoff"],
+            rounds=self.rounds, cutoff=st.cutoff,
             retimed=[{"trial": t, "seconds_before": a, "seconds_after": c}
-                     for t, a, c in st["retimed"]])
+                     for t, a, c in st.retimed])
         self.events.emit(TuningFinished(wl.key, result.trials, result.measured, result.failed,
                                         result.best_seconds, result.best_gflops,
                                         result.tuning_seconds))
@@ -223,7 +241,7 @@ class Tuner:
         again), add the run times to their records (and the database) and pick the
         best anew. Returns [(trial, seconds before, seconds after), ...]."""
         st = self.state
-        top = sorted(st["ok"], key=lambda r: r.seconds)[:self.retime_top]
+        top = sorted(st.ok, key=lambda r: r.seconds)[:self.retime_top]
         if len(top) < 2 or not self.retime_rounds:
             return []
         wl = self.workload
@@ -247,14 +265,14 @@ class Tuner:
             tuple(wl.flops / r.seconds / 1e9 if r.ok else None for r in afters),
             tuple(r.retime_error for r in afters)))
         new = {id(r): a for r, a in zip(top, afters)}
-        st["ok"] = [a for a in (new.get(id(r), r) for r in st["ok"]) if a.ok]
-        st["best"] = (ranked(st["ok"]) or [None])[0]
-        b = st["best"]
+        st.ok = [a for a in (new.get(id(r), r) for r in st.ok) if a.ok]
+        st.best = (ranked(st.ok) or [None])[0]
+        b = st.best
         if b is not None:   # the same candidate or not, its seconds are new
             self.events.emit(NewBest(wl.key, b.trial, b.seconds, wl.flops / b.seconds / 1e9,
                                      b.trace))
-        st["retimed"] = [(r.trial, r.seconds, a.seconds) for r, a in zip(top, afters)]
-        return st["retimed"]
+        st.retimed = [(r.trial, r.seconds, a.seconds) for r, a in zip(top, afters)]
+        return st.retimed
 
     def _commit_retime(self, rec: TuningRecord, secs: list, error):
         """``rec`` with its re-run times (or the re-run's error) added, in the database
@@ -273,7 +291,8 @@ class Tuner:
         from .measure import Measurer
         return Measurer(self.target, self.config)
 
-    def _round(self, rnd: int, cands: list, measurer, state: dict, history: list) -> dict:
+    def _round(self, rnd: int, cands: list, measurer, state: TunerState,
+               history: list) -> dict:
         wl, tgt = self.workload, str(self.target)
         feats = self.context.features(cands) if self.cost_model is not None else None
         preds = (list(self.cost_model.predict(feats)) if self.cost_model is not None
@@ -288,35 +307,36 @@ class Tuner:
                 workload=wl.key, target=tgt, trace=trace,
                 run_secs=tuple(res.run_secs) if res.ok else None,
                 error=None if res.ok else f"{res.error_kind}: {res.error}",
+                error_kind=None if res.ok else res.error_kind,
                 feature_version=_feature_version(), strategy=self.strategy.name, round=rnd,
-                trial=state["trial"], seed=self.seed,
+                trial=state.trial, seed=self.seed,
                 predicted=None if pred is None else float(pred), build_secs=res.build_secs)
             if self.database is not None:
                 self.database.commit_record(rec)
             if rec.ok:
-                state["ok"].append(rec)
+                state.ok.append(rec)
             gflops = wl.flops / secs / 1e9 if secs else None
-            self.events.emit(CandidateMeasured(wl.key, rnd, state["trial"], trace, secs, gflops,
-                                               rec.error, rec.predicted))
-            state["trial"] += 1
-            state["measured"] += 1
-            cut = _is_cutoff(rec.error)
-            state["cutoff"] += cut
-            state["failed"] += not res.ok and not cut
+            self.events.emit(CandidateMeasured(wl.key, rnd, state.trial, trace, secs, gflops,
+                                               rec.error, rec.predicted, rec.error_kind))
+            state.trial += 1
+            state.measured += 1
+            cut = rec.error_kind == "cutoff"
+            state.cutoff += cut
+            state.failed += not res.ok and not cut
             costs.append(secs if secs else math.inf)
-            if res.ok and (state["best"] is None or ranked([state["best"], rec])[0] is rec):
-                state["best"] = rec
+            if res.ok and (state.best is None or ranked([state.best, rec])[0] is rec):
+                state.best = rec
                 improved = True
                 self.events.emit(NewBest(wl.key, rec.trial, secs, gflops, trace))
-            b = state["best"]
+            b = state.best
             history.append(wl.flops / b.seconds / 1e9 if b else 0.0)
-        state["stale"] = 0 if improved else state["stale"] + 1
+        state.stale = 0 if improved else state.stale + 1
         metrics = _model_metrics(preds, costs)
         if self.cost_model is not None:
             self.cost_model.update(feats, costs, groups=wl.key)
         self.strategy.notify_results(cands, costs)
         self.events.emit(ModelUpdated(wl.key, rnd, len(self.database.records(wl, tgt))
-                                      if self.database is not None else state["trial"],
+                                      if self.database is not None else state.trial,
                                       metrics["rank_accuracy"], metrics["top_k_recall"],
                                       _importance(self.cost_model)))
         return {"round": rnd, **metrics}
@@ -325,10 +345,6 @@ class Tuner:
 # A re-timing that finds the result wrong or the kernel failing makes the candidate
 # incorrect; a timeout on a busy machine does not.
 WRONG_ON_RETIME = ("wrong", "crash", "run")
-
-
-def _is_cutoff(error) -> bool:
-    return bool(error) and error.startswith("cutoff")
 
 
 def _feature_version() -> int:

@@ -170,3 +170,21 @@ def test_a_record_measured_once_does_not_pass_re_timed_ones(tmp_path, wl):
     assert [r.trial for r in db.best(wl, "llvm", k=2)] == [2, 4]
     db.commit_retime(once, [1.1e-3] * 6)               # re-timed too: by seconds again
     assert [r.trial for r in Database(tmp_path / "db").best(wl, "llvm", k=2)] == [4, 2]
+
+
+def test_error_kind_is_a_field_and_old_records_get_theirs_from_the_message(tmp_path, wl):
+    db = Database(tmp_path / "db")
+    new = replace_kind(_rec(wl, 2, 0, error="max abs error 3.1"), "wrong")
+    db.commit_record(new)
+    old = _rec(wl, 4, 0, error="timeout: ran past 10 s").to_json()
+    del old["error_kind"]                     # written before the kind had a field
+    with open(db.records_file, "a") as f:
+        f.write(json.dumps(old) + "\n")
+    kinds = {r.trial: r.error_kind for r in Database(tmp_path / "db").records()}
+    assert kinds == {2: "wrong", 4: "timeout"}
+    assert json.loads(db.records_file.read_text().splitlines()[0])["error_kind"] == "wrong"
+
+
+def replace_kind(rec, kind):
+    from dataclasses import replace
+    return replace(rec, error_kind=kind)
