@@ -11,11 +11,16 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from .errors import ExplorerError
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "data" / "suites"
+
+def suite_names() -> list:
+    """The suites shipped with the package (``explorer/suites/*.json``)."""
+    return sorted(p.name[:-5] for p in resources.files("explorer.suites").iterdir()
+                  if p.name.endswith(".json"))
 
 
 @dataclass(frozen=True)
@@ -26,22 +31,22 @@ class Task:
 
 
 def load_suite(name_or_path) -> list:
-    """Tasks of a suite in data/suites (resnet18, bert_base, mlp) or a JSON file. A task
-    is a library op (``"op"`` and ``"params"``) or a user's workload (``"workload"``:
-    its ``Workload.to_json()``, checked against its unscheduled program when it was
-    checked by a numpy function)."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = SUITES_DIR / f"{name_or_path}.json"
-    if not path.exists():
-        known = sorted(p.stem for p in SUITES_DIR.glob("*.json"))
-        raise ExplorerError(f"unknown suite {name_or_path!r}; known: {', '.join(known)} "
+    """Tasks of a suite shipped with the package (``suite_names()``: resnet18,
+    bert_base, mlp) or of a JSON file. A task is a library op (``"op"`` and
+    ``"params"``) or a user's workload (``"workload"``: its ``Workload.to_json()``,
+    checked against its unscheduled program when it was checked by a numpy function)."""
+    name = str(name_or_path)
+    if name in suite_names():
+        text, where = resources.files("explorer.suites").joinpath(f"{name}.json").read_text(), name
+    elif Path(name).suffix and Path(name).is_file():
+        text, where = Path(name).read_text(), name
+    else:
+        raise ExplorerError(f"unknown suite {name!r}; known: {', '.join(suite_names())} "
                             "(or give a path to a suite JSON file)")
     try:
-        data = json.loads(path.read_text())
-        return [_task(t) for t in data["tasks"]]
+        return [_task(t) for t in json.loads(text)["tasks"]]
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-        raise ExplorerError(f"suite file {path} is malformed ({e}); see data/suites/*.json "
+        raise ExplorerError(f"suite {where} is malformed ({e}); see explorer/suites/*.json "
                             "for the format") from None
 
 

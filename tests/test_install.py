@@ -1,0 +1,36 @@
+"""The package as a user installs it: a wheel in a fresh virtual environment, used
+from a directory outside the repository, finds its suites (package data)."""
+import os
+import subprocess
+import sys
+import venv
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_suite_tuning_from_a_non_editable_install(tmp_path):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+                    ROOT], check=True, timeout=600)
+    env_dir = tmp_path / "venv"
+    # the dependencies come from this interpreter; the package itself only from the wheel
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    wheel = next(wheels.glob("schedule_explorer-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                    "--no-deps", "--force-reinstall", str(wheel)], check=True, timeout=300)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    where = subprocess.run([str(py), "-c", "import explorer; print(explorer.__file__)"],
+                           cwd=work, capture_output=True, text=True, check=True)
+    assert str(env_dir) in where.stdout, where.stdout   # not the editable checkout
+    out = subprocess.run([str(env_dir / "bin" / "explorer"), "tune", "--suite", "resnet18",
+                          "--trials", "8", "--batch-size", "4", "--db", "db", "--no-numpy",
+                          "--quiet", "--retime", "0"],
+                         cwd=work, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    assert (work / "db" / "records.jsonl").read_text().count("\n") == 8
