@@ -40,8 +40,8 @@ class WorkerTimeout(Exception):
 
 
 def _package_root() -> str:
-    import explorer
-    return os.path.dirname(os.path.dirname(os.path.abspath(explorer.__file__)))
+    """The directory that holds the ``explorer`` package (this file is explorer/measure/)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def worker_env(set_vars: dict | None = None, unset: tuple = ()) -> dict:
