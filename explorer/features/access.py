@@ -2,40 +2,22 @@
 
 Index expressions of a lowered program are affine in the loop variables, up to
 a few ``//``, ``%``, ``min`` or ``max`` terms left by fuse or guards. Each index
-is parsed once into ``const + sum(coef * var) + sum(coef * atom)``; the region
-a set of loops touches is then interval arithmetic on the coefficients (atoms
-fall back to :func:`explorer.ir.arith.int_bounds`). Definitions follow
+is parsed once (:func:`explorer.ir.region.parse_affine`); the box a set of loops
+touches comes from :func:`explorer.ir.region.level_extents`, the same function
+the footprint pictures use (:mod:`explorer.ir.footprint`). Definitions follow
 MetaSchedule's per-store features (group 2); where they differ it is said.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.arith import NonAffine, int_bounds, linear_terms
 from ..ir.expr import BinaryOp, BufferLoad, IntImm, Select, Var
-from ..ir.functor import expr_children, expr_vars
+from ..ir.functor import expr_children
+from ..ir.region import Affine, level_extents, parse_affine  # noqa: F401 (Affine: re-exported)
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
 READ, WRITE, READ_WRITE = 0, 1, 2
 LOOP_MULTIPLE_READ, SERIAL_MULTIPLE_RW, NO_REUSE = 0, 1, 2
-
-
-@dataclass(frozen=True)
-class Affine:
-    const: int
-    coefs: dict                 # var name -> coefficient
-    atoms: tuple                # (coefficient, expr) for the non-affine rest
-    vars: frozenset             # every variable the index uses
-
-
-def parse_affine(e) -> Affine:
-    coefs: dict = {}
-    atoms: list = []
-    const = linear_terms(e, 1, coefs, atoms)
-    names = set(k for k, v in coefs.items() if v)
-    for _, a in atoms:
-        names |= expr_vars(a)
-    return Affine(const, {k: v for k, v in coefs.items() if v}, tuple(atoms), frozenset(names))
 
 
 @dataclass
@@ -125,36 +107,6 @@ def gather(store, parse, value_nodes: list) -> list:
 
 # ------------------------------------------------------------------ regions
 
-def _atom_bounds(atom, loops, level: int) -> tuple:
-    ranges = {v: (0, 0) for v in expr_vars(atom)}
-    for j, lp in enumerate(loops):
-        if j >= level and lp.var in ranges:
-            ranges[lp.var] = (0, lp.extent - 1)
-    return int_bounds(atom, ranges)
-
-
-def _index_ranges(a: Affine, loops, shape_d: int) -> list:
-    """(lo, hi) of one index for each loop level, loops[level:] varying."""
-    n = len(loops)
-    lo = hi = a.const
-    out = [None] * n
-    for i in range(n - 1, -1, -1):
-        span = a.coefs.get(loops[i].var, 0) * (loops[i].extent - 1)
-        lo += min(0, span)
-        hi += max(0, span)
-        out[i] = [lo, hi]
-    for coef, atom in a.atoms:
-        for i in range(n):
-            try:
-                blo, bhi = _atom_bounds(atom, loops, i)
-            except NonAffine:
-                blo, bhi = 0, shape_d - 1
-            blo, bhi = sorted((coef * blo, coef * bhi))
-            out[i][0] += blo
-            out[i][1] += bhi
-    return out
-
-
 def set_region(acc: BufferAccess, loops, cache_line: int) -> None:
     """numel[i]: elements touched while loops[i:] run (outer loops at 0), as MetaSchedule;
     line_numel[i]: the cache lines they span (rows of the box, each a contiguous run)."""
@@ -163,13 +115,7 @@ def set_region(acc: BufferAccess, loops, cache_line: int) -> None:
         acc.numel, acc.line_numel, acc.runs = [], [], []
         acc.access_shape = tuple(1 for _ in shape)
         return
-    exts = [[1] * len(shape) for _ in range(n)]
-    for d, size in enumerate(shape):
-        per_index = [_index_ranges(idx[d], loops, size) for idx in acc.indices]
-        for i in range(n):
-            lo = min(r[i][0] for r in per_index)
-            hi = max(r[i][1] for r in per_index)
-            exts[i][d] = max(1, min(hi - lo + 1, size))
+    exts = level_extents(acc.indices, loops, shape)
     acc.numel = [_prod(e) for e in exts]
     acc.access_shape = tuple(exts[0])
     acc.line_numel = [_lines(e, shape, acc.dtype_bytes, cache_line) for e in exts]

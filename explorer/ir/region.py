@@ -12,8 +12,12 @@ did), so per iteration it says what is really produced there.
 """
 from __future__ import annotations
 
-from .arith import NonAffine, int_bounds, simplify, sym_bounds
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from .arith import NonAffine, int_bounds, linear_terms, simplify, sym_bounds
 from .expr import Expr, IntImm, Max, Min, Sub, const
+from .functor import expr_vars
 
 
 def _union(bounds: list, pick_min: bool) -> Expr:
@@ -57,3 +61,83 @@ def union_region(sites: list, shape: tuple, all_ranges: dict):
 
 def full_region(shape: tuple) -> list:
     return [(const(0), dim) for dim in shape]
+
+
+# ------------------------------------------------------------------ boxes per loop level
+# The constant-extent view of a region, for analyses that count what a loop
+# nest touches (features, footprint pictures): each index is parsed once into
+# ``const + sum(coef * var) + sum(coef * atom)``; the box that loops[i:] sweep
+# (the loops above at 0) is interval arithmetic on the coefficients, atoms
+# (``//``, ``%``, ``min``... left by fuse or guards) bounded by ``int_bounds``.
+
+@dataclass(frozen=True)
+class Affine:
+    """An index as ``const + sum(coefs[v] * v) + sum(c * atom for c, atom in atoms)``."""
+    const: int
+    coefs: dict                 # var name -> coefficient
+    atoms: tuple                # (coefficient, expr) for the non-affine rest
+    vars: frozenset             # every variable the index uses
+
+
+class LoopRange(NamedTuple):
+    """A loop as the box analyses see it: its variable's name and extent (from 0)."""
+    var: str
+    extent: int
+
+
+def parse_affine(e: Expr) -> Affine:
+    """``e`` split into its affine part and the atoms that are not."""
+    coefs: dict = {}
+    atoms: list = []
+    const_ = linear_terms(e, 1, coefs, atoms)
+    names = set(k for k, v in coefs.items() if v)
+    for _, a in atoms:
+        names |= expr_vars(a)
+    return Affine(const_, {k: v for k, v in coefs.items() if v}, tuple(atoms), frozenset(names))
+
+
+def _atom_level_bounds(atom: Expr, loops, level: int) -> tuple:
+    ranges = {v: (0, 0) for v in expr_vars(atom)}
+    for j, lp in enumerate(loops):
+        if j >= level and lp.var in ranges:
+            ranges[lp.var] = (0, lp.extent - 1)
+    return int_bounds(atom, ranges)
+
+
+def index_ranges(a: Affine, loops, size: int) -> list:
+    """``[lo, hi]`` of one index for each loop level ``i``: loops[i:] sweep their
+    ranges, the loops above sit at 0. ``loops`` have ``.var`` (a name) and
+    ``.extent``; an atom that cannot be bounded spans the dimension (``size``)."""
+    n = len(loops)
+    lo = hi = a.const
+    out = [None] * n
+    for i in range(n - 1, -1, -1):
+        span = a.coefs.get(loops[i].var, 0) * (loops[i].extent - 1)
+        lo += min(0, span)
+        hi += max(0, span)
+        out[i] = [lo, hi]
+    for coef, atom in a.atoms:
+        for i in range(n):
+            try:
+                blo, bhi = _atom_level_bounds(atom, loops, i)
+            except NonAffine:
+                blo, bhi = 0, size - 1
+            blo, bhi = sorted((coef * blo, coef * bhi))
+            out[i][0] += blo
+            out[i][1] += bhi
+    return out
+
+
+def level_extents(indices: list, loops, shape: tuple) -> list:
+    """``exts[i][d]``: the extent along dimension ``d`` of the box that accesses at
+    ``indices`` (tuples of ``Affine``, one per access) touch while loops[i:] run,
+    between 1 and the dimension's size. One list per loop level, outermost first."""
+    n = len(loops)
+    exts = [[1] * len(shape) for _ in range(n)]
+    for d, size in enumerate(shape):
+        per_index = [index_ranges(idx[d], loops, size) for idx in indices]
+        for i in range(n):
+            lo = min(r[i][0] for r in per_index)
+            hi = max(r[i][1] for r in per_index)
+            exts[i][d] = max(1, min(hi - lo + 1, size))
+    return exts
