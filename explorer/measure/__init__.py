@@ -3,19 +3,25 @@
 Roles as in MetaSchedule: ``LocalBuilder`` (replay the trace, lower, compile)
 and ``LocalRunner`` (check against the numpy reference, then time), over a
 ``WorkerPool`` of persistent processes that may crash or hang without harm;
-``Measurer`` puts them together for one target. Everything that crosses the
-process boundary is plain data: ``MeasureInput`` in, ``BuildResult`` and
-``MeasureResult`` out; failures are values with ``error`` and ``error_kind``.
+``Measurer`` puts them together for one target; ``InteractiveMeasurer`` measures
+one schedule now in a kept-alive worker (a notebook's Run button), and
+``measure_roofline`` gives the host's measured peak and bandwidth. Everything
+that crosses the process boundary is plain data: ``MeasureInput`` in,
+``BuildResult`` and ``MeasureResult`` out; failures are values with ``error``
+and ``error_kind``.
 """
 from .builder import LocalBuilder
 from .check import Reference, ReferenceCache, compare_arrays
 from .config import RunConfig
 from .faults import FAULTS
+from .interactive import InteractiveMeasurer, InteractiveResult, interactive_config
 from .measurer import Measurer, measure
 from .pool import WorkerPool
 from .result import ERROR_KINDS, BuildResult, MeasureInput, MeasureResult
+from .roofline import Roofline, measure_roofline
 from .runner import LocalRunner
 
 __all__ = ["MeasureInput", "MeasureResult", "BuildResult", "ERROR_KINDS", "RunConfig",
            "LocalBuilder", "LocalRunner", "Measurer", "measure", "WorkerPool", "Reference",
-           "ReferenceCache", "compare_arrays", "FAULTS"]
+           "ReferenceCache", "compare_arrays", "FAULTS", "InteractiveMeasurer",
+           "InteractiveResult", "interactive_config", "Roofline", "measure_roofline"]

@@ -9,7 +9,9 @@ reference too. Implementations:
 - numpy: ``matmul`` (gemm, batch_matmul, dense layers) and conv2d as im2col +
   one sgemm (padding and the im2col copy are part of the time);
 - torch: ``torch.matmul``/``bmm`` with ``out=``, ``torch.nn.functional.conv2d``,
-  ``linear`` + ``relu``; ``torch.set_num_threads(threads)``.
+  ``linear`` + ``relu``; ``torch.set_num_threads(threads)``;
+- on request (``reference_fallback``, the notebook's Run button), numpy times an
+  operator with no dedicated implementation by its own numpy reference.
 """
 from __future__ import annotations
 
@@ -121,15 +123,31 @@ def torch_impl(op: str, p: dict, args: list):
 
 # ------------------------------------------------------------------ jobs
 
-def _prepare(impl: str, op: str, params: dict, dtype: str, seed: int):
+def reference_impl(wl, args: list):
+    """A zero-argument callable computing ``wl`` with its own numpy reference (the
+    function its results are checked against) into ``args``' outputs."""
+    n_in = len(wl.inputs)
+    inputs, outputs = args[:n_in], args[n_in:]
+
+    def run():
+        for out, value in zip(outputs, wl.reference(*inputs)):
+            np.copyto(out, value)
+    return run
+
+
+def _prepare(impl: str, op: str, params: dict, dtype: str, seed: int,
+             reference_fallback: bool = False):
     from .. import ops
-    key = (impl, op, tuple(sorted((k, str(v)) for k, v in params.items())), dtype, seed)
+    key = (impl, op, tuple(sorted((k, str(v)) for k, v in params.items())), dtype, seed,
+           reference_fallback)
     if key not in _prepared:
         wl = ops.get(op, dtype=dtype, **params)
         ref = _refs.get(wl, seed)
         args = ref.fresh_args()
         make = numpy_impl if impl == "numpy" else torch_impl
         call = make(op, dict(wl.params), args)
+        if call is None and impl == "numpy" and reference_fallback:
+            call = reference_impl(wl, args)
         _prepared.clear()  # one case at a time: keep memory flat
         _prepared[key] = (wl, ref, args, call)
     return _prepared[key]
@@ -146,7 +164,7 @@ def baseline_job(payload: dict, emit) -> dict:
     impl, cfg = payload["impl"], RunConfig.from_json(payload["config"])
     set_threads(impl, int(payload["threads"]))
     wl, ref, args, call = _prepare(impl, payload["op"], payload["params"], payload["dtype"],
-                                   cfg.seed)
+                                   cfg.seed, bool(payload.get("reference_fallback")))
     if call is None:
         return {"error": f"no {impl} implementation of {payload['op']} with these parameters",
                 "error_kind": "run", "flops": wl.flops}
@@ -210,13 +228,17 @@ def baseline_pool(impl: str, threads: int):
                       UNSET_FOR_NUMPY if impl == "numpy" else ())
 
 
-def baseline_request(pool, impl: str, wl, cfg: RunConfig, threads: int):
-    """Check and time ``impl`` on ``wl`` once in ``pool``: a MeasureResult (failures too)."""
+def baseline_request(pool, impl: str, wl, cfg: RunConfig, threads: int, *,
+                     reference_fallback: bool = False):
+    """Check and time ``impl`` on ``wl`` once in ``pool``: a MeasureResult (failures too).
+    With ``reference_fallback``, numpy times the operator's own numpy reference where it
+    has no dedicated implementation (softmax, reductions...)."""
     from .pool import WorkerDied, WorkerTimeout
     from .result import MeasureResult
     from .runner import result_from_message
     payload = {"impl": impl, "op": wl.name, "params": {k: v for k, v in wl.params},
-               "dtype": wl.dtype, "config": cfg.as_json(), "threads": threads}
+               "dtype": wl.dtype, "config": cfg.as_json(), "threads": threads,
+               "reference_fallback": reference_fallback}
     w = pool[0]
     try:
         msg = w.call("baseline", payload,
@@ -247,5 +269,5 @@ def measure_baseline(impl: str, wl, threads: int | None = None,
 
 HANDLERS = {"baseline": baseline_job, "info": info_job, "ping": lambda p, e: {"pid": os.getpid()}}
 
-__all__ = ["numpy_impl", "torch_impl", "baseline_job", "info_job", "HANDLERS", "baseline_pool",
+__all__ = ["numpy_impl", "torch_impl", "reference_impl", "baseline_job", "info_job", "HANDLERS", "baseline_pool",
            "baseline_request", "measure_baseline"]

@@ -1,0 +1,173 @@
+"""The host's roofline, measured once: peak fp32 GFLOP/s and memory bandwidth.
+
+A roofline picture needs the compute roof and the memory slope of the machine
+the kernels ran on. Both are measured, not looked up, so they describe this
+host whatever its ISA:
+
+- compute: a JIT-compiled loop of independent fused multiply-add chains on
+  vectors of the target's width (``Target.vector_lanes``), run on every core
+  at once (one thread per core, ``Target.num_cores``): lanes x 2 flops x
+  chains x iterations per call, over the wall time of the slowest thread;
+- memory: a numpy copy of a buffer twice the size of the last-level cache, split
+  over the same threads (bytes read + bytes written, per second).
+
+Each is the best of a few runs (a roof is a maximum). The job runs in a worker
+process (``handlers="explorer.measure.roofline"``), like every other timing.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MeasureError
+
+CHAINS = 12        # independent FMA chains: > latency x FMA pipes on current CPUs
+CALL_SECS = 0.02   # one timed call of the FMA loop, per thread
+RUNS = 5
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Peak fp32 GFLOP/s and memory bandwidth (GB/s) of a host; ``source`` says how
+    they were obtained, for a legend."""
+    peak_gflops: float
+    bandwidth_gbs: float
+    source: str = ""
+
+    @property
+    def ridge(self) -> float:
+        """Arithmetic intensity (flop/byte) where the two roofs meet."""
+        return self.peak_gflops / self.bandwidth_gbs
+
+    def as_json(self) -> dict:
+        return {"peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
+                "source": self.source}
+
+
+def _splat(value: float, lanes: int) -> str:
+    return "<" + ", ".join(f"float {value:e}" for _ in range(lanes)) + ">"
+
+
+def fma_loop_ir(lanes: int, chains: int = CHAINS) -> str:
+    """LLVM IR of ``void peak(i64 n, float* out)``: ``n`` iterations of ``chains``
+    independent ``a = fma(a, 0.5, 0.25)`` on ``<lanes x float>``; their sum goes to
+    ``out`` so that nothing is dead."""
+    vt = f"<{lanes} x float>"
+    fma = f"@llvm.fma.v{lanes}f32"
+    half, quarter = _splat(0.5, lanes), _splat(0.25, lanes)
+    out = [f"declare {vt} {fma}({vt}, {vt}, {vt})", "",
+           "define void @peak(i64 %n, float* %out) {", "entry:", "  br label %loop", "loop:",
+           "  %i = phi i64 [0, %entry], [%i.next, %loop]"]
+    out += [f"  %a{c} = phi {vt} [{_splat(float(c), lanes)}, %entry], [%b{c}, %loop]"
+            for c in range(chains)]
+    out += [f"  %b{c} = call {vt} {fma}({vt} %a{c}, {vt} {half}, {vt} {quarter})"
+            for c in range(chains)]
+    out += ["  %i.next = add i64 %i, 1", "  %done = icmp uge i64 %i.next, %n",
+            "  br i1 %done, label %exit, label %loop", "exit:"]
+    prev = "%b0"
+    for c in range(1, chains):
+        out.append(f"  %s{c} = fadd {vt} {prev}, %b{c}")
+        prev = f"%s{c}"
+    out += [f"  %x = extractelement {vt} {prev}, i32 0", "  store float %x, float* %out",
+            "  ret void", "}"]
+    return "\n".join(out) + "\n"
+
+
+def _on_threads(fn, threads: int) -> float:
+    """Wall seconds for ``threads`` threads each running ``fn(k)`` (started together)."""
+    start = threading.Barrier(threads + 1)
+    pool = [threading.Thread(target=lambda k=k: (start.wait(), fn(k))) for k in range(threads)]
+    for t in pool:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in pool:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def peak_gflops(target, threads: int) -> float:
+    """Measured fp32 GFLOP/s of FMA chains on ``target``'s vectors, ``threads`` at once."""
+    from ..backends.llvm.jit import JitModule
+    lanes = target.vector_lanes
+    module = JitModule(fma_loop_ir(lanes), "peak", target)
+    call = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(ctypes.c_float))(module.address)
+    sinks = [ctypes.c_float() for _ in range(threads)]
+    n = 1 << 10
+    while True:  # calibrate on one thread: iterations for about CALL_SECS per call
+        t0 = time.perf_counter()
+        call(n, ctypes.byref(sinks[0]))
+        secs = time.perf_counter() - t0
+        if secs >= CALL_SECS / 4 or n >= 1 << 40:
+            break
+        n *= 4
+    n = max(1, int(n * CALL_SECS / max(secs, 1e-9)))
+    best = min(_on_threads(lambda k: call(n, ctypes.byref(sinks[k])), threads)
+               for _ in range(RUNS))
+    return threads * n * CHAINS * lanes * 2 / best / 1e9
+
+
+def copy_bytes(llc_bytes: int) -> int:
+    """Size of the copied buffer: twice the last-level cache, 32 to 128 MiB."""
+    return min(max(2 * llc_bytes, 32 * 2 ** 20), 128 * 2 ** 20)
+
+
+def copy_bandwidth_gbs(nbytes: int, threads: int) -> float:
+    """Measured GB/s of a numpy copy of ``nbytes`` split over ``threads`` (read + write)."""
+    src = np.ones(nbytes // 4, dtype=np.float32)
+    dst = np.zeros_like(src)
+    parts = np.array_split(np.arange(src.size), threads)
+    bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if len(p)]
+
+    def copy(k):
+        lo, hi = bounds[k]
+        np.copyto(dst[lo:hi], src[lo:hi])
+    _on_threads(copy, len(bounds))  # the first touch of dst's pages is not bandwidth
+    best = min(_on_threads(copy, len(bounds)) for _ in range(RUNS))
+    return 2 * nbytes / best / 1e9
+
+
+def _cpu(target):
+    if target.kind != "llvm":
+        raise MeasureError(f"a roofline is measured for an llvm (CPU) target, not "
+                           f"{target.kind!r}: use measure_roofline('llvm') for this host")
+    return target
+
+
+def roofline_job(payload: dict, emit) -> dict:
+    """Measure the roofline of the target in ``payload`` (worker side)."""
+    from ..backends.target import Target
+    target = _cpu(Target(payload["target"]))
+    threads = max(1, target.num_cores or os.cpu_count() or 1)
+    peak = peak_gflops(target, threads)
+    nbytes = copy_bytes(target.l3_bytes)
+    bandwidth = copy_bandwidth_gbs(nbytes, threads)
+    source = (f"measured on {threads} thread{'s' * (threads > 1)}: FMA on "
+              f"{target.vector_lanes} fp32 lanes, a {nbytes >> 20} MiB copy")
+    return Roofline(peak, bandwidth, source).as_json()
+
+
+def roofline_of_result(msg: dict) -> Roofline:
+    """The Roofline in a worker's ``done`` message; MeasureError when the job failed."""
+    if "error" in msg:
+        raise MeasureError(f"measuring the roofline failed: {msg['error']}")
+    return Roofline(**msg["result"])
+
+
+def measure_roofline(target="llvm", timeout: float = 60.0) -> Roofline:
+    """Measure the roofline of ``target`` (an llvm target; default this host) once, in a
+    worker process of its own."""
+    from ..backends.target import as_target
+    from .pool import WorkerPool
+    target = _cpu(as_target(target))
+    with WorkerPool(1, "explorer.measure.roofline") as pool:
+        return roofline_of_result(pool[0].call("roofline", {"target": str(target)},
+                                               lambda ph, m: timeout))
+
+
+HANDLERS = {"roofline": roofline_job}

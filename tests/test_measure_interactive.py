@@ -1,0 +1,127 @@
+"""InteractiveMeasurer: one schedule at a time in a kept-alive worker, with the tuner's
+runner, check and timing; a crash or a hang fails one measurement, not the next one.
+Every measured kernel is checked against its reference by the worker (max_abs_error)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from explorer import MeasureError, Schedule, ops, te
+from explorer.measure import InteractiveMeasurer, Roofline, interactive_config, measure_roofline
+from explorer.measure import interactive as interactive_mod
+
+CFG = interactive_config(repeats=2, min_repeat_secs=0.002, run_timeout=2.0)
+
+
+@pytest.fixture(scope="module")
+def m():
+    with InteractiveMeasurer("llvm", CFG) as meas:
+        yield meas
+
+
+def tiled(wl, fj=8):
+    sch = Schedule(wl)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    jo, ji = sch.split(j, [None, fj])
+    sch.reorder(i, jo, k, ji)
+    sch.vectorize(ji)
+    return sch
+
+
+def test_one_schedule_is_checked_and_timed_with_naive_and_numpy_next_to_it(m):
+    wl = ops.gemm(32, 32, 16)
+    r = m.measure(tiled(wl))
+    assert r.ok and r.backend == "llvm" and r.error_kind is None
+    assert r.max_abs_error < 1e-4                       # checked in the worker
+    assert r.gflops == pytest.approx(wl.flops / r.seconds / 1e9)
+    assert r.result.number >= 1 and len(r.result.run_secs) == 2
+    assert r.naive.ok and r.numpy.ok and r.numpy.max_abs_error < 1e-4
+    assert r.speedup_naive == pytest.approx(r.naive_seconds / r.seconds)
+    assert r.speedup_numpy == pytest.approx(r.numpy_seconds / r.seconds)
+    line = r.summary()
+    assert line.endswith("[llvm]") and "x vs naive" in line and "correct (max abs error" in line
+    again = m.measure(tiled(wl, 16))
+    assert again.naive is r.naive and again.numpy is r.numpy    # measured once per workload
+
+
+def test_the_naive_schedule_is_its_own_baseline(m):
+    wl = ops.gemm(16, 16, 16)
+    r = m.measure(Schedule(wl))
+    assert r.ok and r.naive is r.result and r.speedup_naive == 1.0
+
+
+def test_a_crashing_kernel_fails_one_measurement_and_the_next_one_works(m):
+    wl = ops.gemm(16, 16, 8)
+    generation = m.pool[0].generation
+    bad = m.measure(tiled(wl), fault="crash")
+    assert not bad.ok and bad.error_kind == "crash" and bad.seconds is None
+    assert "SIGSEGV" in bad.error and bad.summary().startswith("failed (crash): ")
+    assert bad.naive is None                              # no comparison for a failure
+    good = m.measure(tiled(wl))
+    assert good.ok and good.max_abs_error < 1e-4
+    assert m.pool[0].generation == generation + 1         # a fresh worker
+
+
+def test_a_hanging_kernel_times_out_and_the_next_one_works(m):
+    wl = ops.gemm(16, 16, 8)
+    bad = m.measure(tiled(wl), fault="hang")
+    assert bad.error_kind == "timeout" and "run_timeout" in bad.error
+    assert m.measure(tiled(wl)).ok
+
+
+def test_wrong_output_is_a_failure_not_a_time(m):
+    r = m.measure(tiled(ops.gemm(16, 16, 8)), fault="wrong")
+    assert r.error_kind == "wrong" and r.seconds is None and "C" in r.error
+
+
+def test_a_target_that_cannot_build_falls_back_to_the_interpreter():
+    wl = ops.gemm(8, 16, 4)
+    with InteractiveMeasurer("cuda", CFG, numpy=False) as meas:
+        r = meas.measure(tiled(wl))
+    assert r.ok and r.backend == "interp" and r.max_abs_error < 1e-4
+    assert "cuda could not build" in r.note and "interpreter" in r.note
+    assert r.naive.ok and r.numpy is None
+    with InteractiveMeasurer("cuda", CFG, fallback=None, numpy=False) as meas:
+        r = meas.measure(tiled(wl))
+    assert r.error_kind == "build" and "CUDA" in r.error
+
+
+def test_a_user_operator_is_checked_against_its_unscheduled_program(m):
+    A = te.placeholder((16, 16), "float32", "A")
+    B = te.compute((16, 16), lambda i, j: A[i, j] * 2.0 + A[j, i], "B")
+    func = te.create_func([A, B])
+    sch = Schedule(func)
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.split(j, [None, 4])
+    r = m.measure(sch)
+    assert r.ok and r.checked_by == "program" and r.max_abs_error == 0.0
+    assert r.numpy is None and "unscheduled program" in r.summary()
+
+
+def test_numpy_is_measured_without_the_openblas_overrides(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "1024")
+    seen = []
+    real = interactive_mod.baseline_pool
+
+    def spy(impl, threads):
+        pool = real(impl, threads)
+        seen.append(pool.env)
+        return pool
+    monkeypatch.setattr(interactive_mod, "baseline_pool", spy)
+    with InteractiveMeasurer("llvm", CFG) as meas:
+        r = meas.numpy(ops.get("softmax", 4, 32))       # no numpy kernel: its reference
+    assert r.ok and r.max_abs_error < 1e-5
+    assert seen and "OPENBLAS_CORETYPE" not in seen[0] and "OPENBLAS_L2_SIZE" not in seen[0]
+    assert os.environ["OPENBLAS_CORETYPE"] == "Prescott"      # only that process
+
+
+def test_roofline_is_measured_once_for_this_host(m):
+    roof = m.roofline()
+    assert isinstance(roof, Roofline) and m.roofline() is roof
+    assert roof.peak_gflops > 1 and roof.bandwidth_gbs > 0.5
+    assert roof.ridge == pytest.approx(roof.peak_gflops / roof.bandwidth_gbs)
+    assert f"{m.target.vector_lanes} fp32 lanes" in roof.source
+    with pytest.raises(MeasureError, match="llvm"):
+        measure_roofline("interp")
