@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 
@@ -22,22 +23,64 @@ def _flops(entry) -> int | None:
         return None
 
 
-def main(args) -> int:
-    from pathlib import Path
+DB_FILES = ("workloads.jsonl", "records.jsonl", "retimes.jsonl")
 
+
+def check_database_dir(path: str, option: str = "--db") -> None:
+    """Raise UsageError unless ``path`` is a tuning database directory (one holding
+    records.jsonl or workloads.jsonl, each a regular file)."""
     from .cli import UsageError
-    from .database import Database, ranked
+    hint = f"tune first with explorer tune --db {path}"
+    if not os.path.exists(path):
+        raise UsageError(f"{option} {path}: no such directory; {hint}")
+    if not os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a file, not a database directory; {hint}")
+    present = [n for n in DB_FILES if os.path.lexists(os.path.join(path, n))]
+    if not set(present) & set(DB_FILES[:2]):
+        raise UsageError(f"{option} {path}: not a tuning database (no records.jsonl or "
+                         f"workloads.jsonl in it); {hint}")
+    for n in present:
+        if not os.path.isfile(os.path.join(path, n)):
+            raise UsageError(f"{option} {path}: {n} is not a regular file; this is not a "
+                             "database explorer wrote")
+
+
+def _target_filter(text: str | None):
+    """The records' target string to keep (None: all): ``--target llvm`` means this host's
+    llvm target, as ``explorer tune --target llvm`` records it."""
+    from .backends.target import as_target
+    from .cli import UsageError
+    from .errors import ExplorerError
+    if text is None:
+        return None
+    try:
+        return str(as_target(text))
+    except ExplorerError as e:
+        raise UsageError(f"--target: {e}") from None
+
+
+def _trace_lines(trace) -> str:
+    from .errors import ExplorerError
     from .schedule import Trace
-    if not Path(args.db).is_dir():
-        raise UsageError(f"no database directory {args.db!r}; run explorer tune --db {args.db} "
-                         "first")
+    try:
+        return "    " + "\n    ".join(Trace.from_json(trace).as_python())
+    except ExplorerError as e:
+        return f"    (this record's trace cannot be read: {e})"
+
+
+def main(args) -> int:
+    from .database import Database, ranked
+    check_database_dir(args.db)
+    want = _target_filter(args.target)
     db = Database(args.db)
     groups = defaultdict(list)
     for r in db.records():
-        if args.target is None or r.target == args.target:
+        if want is None or r.target in (want, args.target):
             groups[(r.workload, r.target)].append(r)
     if not groups:
-        print(f"{args.db}: no records")
+        targets = sorted({r.target for r in db.records()})
+        print(f"{args.db}: no records" + (f" for target {want}; targets here: "
+                                          f"{', '.join(targets)}" if want and targets else ""))
         return 0
     entries = {w["key"]: w for w in db.workloads()}
     print(f"{'workload':60s} {'target':28s} {'trials':>6s} {'failed':>6s} {'best ms':>9s} "
@@ -52,5 +95,5 @@ def main(args) -> int:
         print(f"{wk[:60]:60s} {tgt[:28]:28s} {len(recs):6d} {len(recs) - len(ok):6d} "
               f"{ms:9.3f} {gf:8.1f} {runs:5d}")
         if args.trace and best:
-            print("    " + "\n    ".join(Trace.from_json(best.trace).as_python()))
+            print(_trace_lines(best.trace))
     return 0
