@@ -1,0 +1,83 @@
+"""Property-based tests (Hypothesis): random schedules of odd operators, hostile inputs.
+
+Each example draws an operator of ``explorer.ops.registry`` with odd shapes, starts
+from its naive schedule or a design-space sample (possibly mutated), applies random
+primitives (a quarter with hostile arguments), and checks (``tests/properties.py``):
+a primitive that raises raises an ExplorerError and leaves the schedule unchanged;
+the result replays from its trace's JSON to the same function, and equals numpy on
+the interpreter and on LLVM with NaN-filled outputs (LLVM runs in a forked child,
+so a crash is a failure, not the end of pytest).
+
+Profiles:
+
+- short (default, CI): 220 + 70 examples, about a minute on 2 cores; a random seed
+  each run, and Hypothesis's example database (``.hypothesis/``) replays earlier
+  failures first.
+- long: ``EXPLORER_SLOW=1 python -m pytest -q tests/test_properties.py``: 20,000
+  examples per test (``EXPLORER_EXAMPLES=N`` sets it) from the explicit seed
+  ``EXPLORER_SEED`` (default 0), so the same run can be repeated.
+  ``EXPLORER_SEED`` alone repeats a short run.
+
+A failure shrinks to a minimal example, whose final replay writes
+``tests/regressions/<op>_<kind>_<digest>.json`` (replayed by ``test_regressions.py``).
+For long runs with counts per primitive and crash isolation, use
+``benchmarks/property_run.py``.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from strategies import check_example
+
+SLOW = bool(os.environ.get("EXPLORER_SLOW"))
+SEED = os.environ.get("EXPLORER_SEED")
+
+
+def _settings(short: int):
+    n = int(os.environ.get("EXPLORER_EXAMPLES", 20_000 if SLOW else short))
+    return settings(max_examples=n, deadline=None, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+def _seeded(test):
+    return seed(int(SEED or 0))(test) if SLOW or SEED is not None else test
+
+
+APPLIED = Counter()   # primitive -> calls that worked, over this session's examples
+
+
+@_seeded
+@_settings(220)
+@given(data=st.data())
+def test_random_primitive_sequences(data):
+    """Up to 8 random primitives on a naive schedule."""
+    stats = check_example(data, "naive", 8, "test_properties::test_random_primitive_sequences")
+    APPLIED.update({prim: ok for prim, (ok, _) in stats["prims"].items()})
+
+
+@_seeded
+@_settings(70)
+@given(data=st.data())
+def test_design_space_samples_and_mutations(data):
+    """A design-space sample for llvm or cuda (possibly mutated), then up to 3 primitives."""
+    stats = check_example(data, "space", 3,
+                          "test_properties::test_design_space_samples_and_mutations")
+    APPLIED.update({prim: ok for prim, (ok, _) in stats["prims"].items()})
+
+
+def test_the_examples_applied_every_primitive():
+    """The runs above reached every primitive (skipped when they did not run here)."""
+    if sum(APPLIED.values()) < 200:
+        pytest.skip("the property tests did not run in this session")
+    missing = {"split", "fuse", "reorder", "parallel", "vectorize", "unroll", "cache_read",
+               "cache_write", "compute_at", "reverse_compute_at", "compute_inline",
+               "reverse_compute_inline", "decompose_reduction", "rfactor", "annotate",
+               "sample_perfect_tile", "sample_categorical", "sample_compute_location",
+               "transform_layout"} - {p for p, n in APPLIED.items() if n}
+    assert not missing, f"no example applied {sorted(missing)}"
