@@ -13,6 +13,7 @@ import json
 import sys
 import time
 
+from .cli import UsageError, check_fits, check_writable_dir, check_writable_file, one_line
 from .errors import ExplorerError
 from .events import (CandidateMeasured, NewBest, Retiming, RoundStarted, TuningFinished,
                      TuningStarted)
@@ -45,47 +46,142 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+MAX_TRIALS = 1_000_000
+MAX_SEED = 2 ** 32 - 1
+_TRUE, _FALSE = ("true", "yes", "on"), ("false", "no", "off")
+
+
 def _parse_value(text: str):
+    """``--param`` values: true/false, an int, ints separated by commas (a pair such as
+    padding=1,2), a float, else the text itself."""
+    t = text.strip()
+    if t.lower() in _TRUE + _FALSE:
+        return t.lower() in _TRUE
     for cast in (int, float):
         try:
-            return cast(text)
+            return cast(t)
         except ValueError:
             pass
-    return text
+    if "," in t:
+        try:
+            return tuple(int(x) for x in t.split(","))
+        except ValueError:
+            pass
+    return t
+
+
+def check_numbers(args) -> None:
+    """Raise UsageError for a count or seed out of range."""
+    for opt, v, lo, hi in (("--trials", args.trials, 1, MAX_TRIALS),
+                           ("--batch-size", args.batch_size, 1, 4096),
+                           ("--retime", args.retime, 0, 1000),
+                           ("--seed", args.seed, 0, MAX_SEED)):
+        if not lo <= v <= hi:
+            raise UsageError(f"{opt} {v} is out of range: give a whole number from {lo} to {hi}")
+
+
+def target_from_args(text: str):
+    """The parsed ``--target``: UsageError for a bad string or a CPU LLVM does not know,
+    BuildError (status 1) for a backend missing here."""
+    from .backends import check_buildable
+    from .backends.target import as_target, check_cpu
+    try:
+        target = as_target(text)
+    except ExplorerError as e:
+        raise UsageError(f"--target: {e}") from None
+    check_buildable(target)
+    try:
+        check_cpu(target)
+    except ExplorerError as e:
+        raise UsageError(f"--target {text!r}: {e}") from None
+    return target
+
+
+def parse_shape(name: str, text: str | None) -> list:
+    """``--shape`` as a list of positive ints, one per shape parameter of operator ``name``
+    (empty when not given)."""
+    from . import ops
+    names = ops.registry[name].param_names
+    example = ",".join(str(ops.registry[name].defaults[n]) for n in names)
+    want = f"{name} takes {len(names)} comma-separated sizes ({','.join(names)}), e.g. " \
+           f"--shape {example}"
+    if text is None:
+        return []
+    items = [x.strip() for x in text.split(",")]
+    if not text.strip() or "" in items:
+        raise UsageError(f"--shape {text!r} has an empty value: {want}")
+    if len(items) != len(names):
+        raise UsageError(f"--shape {text!r} gives {len(items)} value"
+                         f"{'s' if len(items) > 1 else ''}: {want}")
+    return [_size(n, x, want) for n, x in zip(names, items)]
+
+
+def _size(name: str, text: str, want: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise UsageError(f"--shape: {name}={text!r} is not a whole number: {want}") from None
+    if v < 1:
+        raise UsageError(f"--shape: {name}={v} must be at least 1: {want}")
+    return v
+
+
+def parse_params(items: list) -> dict:
+    """``--param NAME=VALUE`` options as a dict (names checked by the operator)."""
+    kw = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip() or not v.strip():
+            raise UsageError(f"--param {item!r} must look like NAME=VALUE, e.g. --param "
+                             "stride=2")
+        if k.strip() in kw:
+            raise UsageError(f"--param {k.strip()} is given twice: give it once")
+        kw[k.strip()] = _parse_value(v)
+    return kw
 
 
 def workload_from_args(args):
+    """The workload of ``--op``, ``--shape`` and ``--param``; UsageError for a bad one."""
     from . import ops
-    from .cli import UsageError
-    name = args.op or "gemm"
+    name = "gemm" if args.op is None else args.op
     if name not in ops.registry:
-        raise UsageError(f"unknown operator {name!r}; known: {', '.join(ops.registry)}")
-    shape = []
-    if args.shape is not None:
-        try:
-            shape = [int(x) for x in args.shape.split(",") if x.strip()]
-        except ValueError:
-            raise UsageError(f"--shape {args.shape!r} must be comma-separated integers, "
-                             "e.g. 1024,1024,1024") from None
-    elif name == "gemm":
+        raise UsageError(f"--op {name!r} is not an operator: use one of "
+                         f"{', '.join(ops.registry)}")
+    shape = parse_shape(name, args.shape)
+    if args.shape is None and name == "gemm":
         shape = [1024, 1024, 1024]
-    kw = {}
-    for item in args.param:
-        if "=" not in item:
-            raise UsageError(f"--param {item!r} must look like NAME=VALUE")
-        k, v = item.split("=", 1)
-        kw[k] = _parse_value(v)
+    kw = parse_params(args.param)
     try:
         return ops.get(name, *shape, **kw)
     except ExplorerError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(one_line(e)) from None
+    except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong kind
+        raise UsageError(f"{name}: {one_line(e)}: check --param and --shape") from None
+
+
+def suite_from_args(args) -> list:
+    """The tasks of ``--suite``; UsageError for an unknown or malformed suite."""
+    from .task_scheduler import load_suite
+    if args.shape is not None or args.param:
+        raise UsageError("--shape and --param apply to --op, not to --suite (a suite names "
+                         "its own shapes)")
+    try:
+        tasks = load_suite(args.suite)
+    except ExplorerError as e:
+        raise UsageError(one_line(e)) from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise UsageError(f"--suite {args.suite!r} cannot be read ({type(e).__name__}: "
+                         f"{one_line(e)[:200]}); give a suite name or a suite JSON file") from None
+    if not tasks:
+        raise UsageError(f"--suite {args.suite!r} has no tasks; add some or give another suite")
+    return tasks
 
 
 class Progress:
     """One status line per workload on a terminal (rewritten in place), else a line a round."""
 
-    def __init__(self, stream=sys.stderr, quiet: bool = False):
-        self.stream = stream
+    def __init__(self, stream=None, quiet: bool = False):
+        self.stream = sys.stderr if stream is None else stream
         self.quiet = quiet
         self.tty = hasattr(stream, "isatty") and stream.isatty()
         self.total = 0
@@ -156,23 +252,27 @@ def _result_json(res, wl, numpy_gflops) -> dict:
 
 
 def main(args) -> int:
-    from .cli import UsageError
+    """Check everything the run needs (numbers, target, workload, memory, where it
+    writes), then tune; nothing is created when a check fails."""
     from .database import Database
-    if args.trials < 1:
-        raise UsageError("--trials must be at least 1")
-    if args.batch_size < 1:
-        raise UsageError("--batch-size must be at least 1")
-    if args.retime < 0:
-        raise UsageError("--retime must be 0 (off) or more candidates")
-    from .backends import check_buildable
-    check_buildable(args.target)   # before the database exists: a refused run leaves none
-    wl = None if args.suite else workload_from_args(args)
+    check_numbers(args)
+    target = target_from_args(args.target)
+    work = suite_from_args(args) if args.suite else workload_from_args(args)
+    for wl in ([t.workload for t in work] if args.suite else [work]):
+        check_fits(wl)
+    check_writable_dir(args.db, "--db")
+    if args.json:
+        check_writable_file(args.json, "--json")
     db = Database(args.db)
     progress = Progress(quiet=args.quiet)
     if args.suite:
-        return _tune_suite(args, db, progress)
+        return _tune_suite(args, work, target, db, progress)
+    return _tune_one(args, work, target, db, progress)
+
+
+def _tune_one(args, wl, target, db, progress) -> int:
     from .tune import Tuner
-    tuner = Tuner(wl, args.target, trials=args.trials, strategy=args.strategy,
+    tuner = Tuner(wl, target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
                   batch_size=args.batch_size, retime_top=args.retime)
     tuner.events.subscribe(progress)
@@ -181,19 +281,33 @@ def main(args) -> int:
     out = _result_json(res, wl, npg)
     _print_summary([out])
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    return 0 if res.best_seconds is not None else 1
+        _write_json(args.json, out)
+    if res.best_seconds is None:
+        print(f"explorer tune: {_why_none(db, wl, target)}", file=sys.stderr)
+        return 1
+    return 0
 
 
-def _tune_suite(args, db, progress) -> int:
-    from .cli import UsageError
-    from .task_scheduler import TaskScheduler, load_suite
-    try:
-        tasks = load_suite(args.suite)
-    except ExplorerError as e:
-        raise UsageError(str(e)) from None
-    ts = TaskScheduler(tasks, args.target, trials=args.trials, seed=args.seed, database=db,
+def _why_none(db, wl, target) -> str:
+    """One line: why no candidate of ``wl`` ran correctly, from the database's errors."""
+    from collections import Counter
+    errors = Counter((r.error or r.retime_error or "no run time").strip().splitlines()[0][:200]
+                     for r in db.records(wl, str(target)) if not r.ok)
+    if not errors:
+        return f"no candidate of {wl.key} was measured; run again with more --trials"
+    err, n = errors.most_common(1)[0]
+    return (f"no candidate of {wl.key} ran correctly ({sum(errors.values())} failed; {n} "
+            f"with: {err}); see explorer show --db {db.path}")
+
+
+def _write_json(path: str, data) -> None:
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+
+
+def _tune_suite(args, tasks, target, db, progress) -> int:
+    from .task_scheduler import TaskScheduler
+    ts = TaskScheduler(tasks, target, trials=args.trials, seed=args.seed, database=db,
                        batch_size=min(args.batch_size, 16), strategy=args.strategy,
                        cost_model=args.cost_model, retime_top=args.retime)
     for t in ts.tuners:
@@ -207,8 +321,7 @@ def _tune_suite(args, db, progress) -> int:
         outs.append(out)
     _print_summary(outs)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": args.suite, "trials": args.trials, "tasks": outs}, f, indent=1)
+        _write_json(args.json, {"suite": args.suite, "trials": args.trials, "tasks": outs})
     return 0
 
 
