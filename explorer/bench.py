@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 
 from . import ops
-from .backends.target import Target, as_target
+from .backends.target import as_target
 from .errors import ExplorerError
 from .measure import LocalRunner, MeasureInput, MeasureResult, Measurer, RunConfig
 from .measure.baselines import baseline_pool, baseline_request
@@ -210,7 +210,7 @@ class Bench:
                  quick: bool = False, torch: bool = True, log=None, db=None):
         base = as_target(target)
         self.threads = threads or base.num_cores or os.cpu_count() or 1
-        self.target = Target(f"{base} -num-cores={self.threads}") if base.kind == "llvm" else base
+        self.target = base.with_(num_cores=self.threads) if base.kind == "llvm" else base
         self.rounds, self.quick = rounds, quick
         self.db = db    # a tuning Database: its best record per case is the "tuned" row
         self.cfg = RunConfig(repeats=1, number=1, min_repeat_secs=0.02 if quick else 0.1,
@@ -486,30 +486,55 @@ def add_arguments(parser) -> None:
     parser.add_argument("--list", action="store_true", help="list cases and groups, then exit")
 
 
-def main(args) -> int:
-    """Run ``explorer bench`` with parsed ``args``; usage errors raise cli.UsageError."""
-    from .cli import UsageError
-    if args.list:
-        for name, case in CASES.items():
-            print(f"{name:14s} {case.workload().key}")
-        for name, members in GROUPS.items():
-            print(f"{name:14s} group: {', '.join(members)}")
-        return 0
+MAX_REPEATS = 1000
+MAX_THREADS = 1024
+
+
+def _list() -> int:
+    for name, case in CASES.items():
+        print(f"{name:14s} {case.workload().key}")
+    for name, members in GROUPS.items():
+        print(f"{name:14s} group: {', '.join(members)}")
+    return 0
+
+
+def check_args(args) -> tuple:
+    """(cases, target) of ``args`` after every check that needs no measuring: cases and
+    their memory, target (LLVM must know its CPU), counts, --json and --db. Raises
+    cli.UsageError naming what to fix; creates nothing."""
+    from .backends.target import check_cpu
+    from .cli import UsageError, check_fits, check_writable_file
     try:
         cases = resolve_cases([c for text in args.cases for c in split_cases(text)])
         target = as_target(args.target)
+        check_cpu(target)
     except ExplorerError as e:
         raise UsageError(str(e)) from None
-    for name, v in (("--repeats", args.repeats), ("--threads", args.threads)):
-        if v is not None and v < 1:
-            raise UsageError(f"{name} must be at least 1, not {v}")
+    if not cases:
+        raise UsageError("--cases names no case: give a case, a group or op:shape")
+    for name, v, hi in (("--repeats", args.repeats, MAX_REPEATS),
+                        ("--threads", args.threads, MAX_THREADS)):
+        if v is not None and not 1 <= v <= hi:
+            raise UsageError(f"{name} must be at least 1 and at most {hi}, not {v}")
+    for case in cases:
+        check_fits(case.workload(), f"use a smaller case than {case.name}")
+    if args.json:
+        check_writable_file(args.json, "--json")
+    if args.db:
+        from .show_cmd import check_database_dir
+        check_database_dir(args.db)
+    return cases, target
+
+
+def main(args) -> int:
+    """Run ``explorer bench`` with parsed ``args``; usage errors raise cli.UsageError."""
+    if args.list:
+        return _list()
+    cases, target = check_args(args)
     rounds = args.repeats or (2 if args.quick else 5)
     db = None
     if args.db:
         from .database import Database
-        if not os.path.isdir(args.db):
-            raise UsageError(f"--db {args.db}: no such directory; tune first with "
-                             f"explorer tune --db {args.db}")
         db = Database(args.db)
     bench = Bench(target, args.threads, rounds, args.quick, torch=not args.no_torch, db=db)
     try:
