@@ -38,3 +38,25 @@ class DatabaseError(ExplorerError):
 
 class WorkloadError(ExplorerError):
     """A workload (or its JSON) is malformed, or cannot be checked as asked."""
+
+
+class SpaceError(ExplorerError):
+    """A design space could not produce valid schedules (too few valid samples after a
+    bounded number of tries, a trace that belongs to no sketch, a rule that broke)."""
+
+
+class PostprocError(SpaceError):
+    """A postprocessor rejected a candidate; the message is the reason."""
+
+
+class FeatureError(ExplorerError):
+    """Features cannot be extracted from what was given."""
+
+
+class CostModelError(ExplorerError):
+    """A cost model was given bad input, or a saved model cannot be loaded."""
+
+
+class UsageError(ExplorerError):
+    """The command line asked for something that does not exist or cannot be (the
+    ``explorer`` command prints it as a usage error, exit status 2)."""

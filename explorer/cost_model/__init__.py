@@ -9,7 +9,8 @@ the per-round measures of the tuner's learning curve.
 """
 from __future__ import annotations
 
-from .base import CostModel, CostModelError, read_state
+from ..errors import CostModelError
+from .base import CostModel, read_state
 from .metrics import pairwise_rank_accuracy, top_k_recall
 from .random_model import RandomModel
 from .xgb import METASCHEDULE, XGBCostModel

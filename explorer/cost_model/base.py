@@ -18,14 +18,10 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..errors import ExplorerError
+from ..errors import CostModelError
 
 STATE_FILE = "state.json"
 FORMAT = "explorer.cost_model/1"
-
-
-class CostModelError(ExplorerError):
-    """A cost model was given bad input, or a saved model cannot be loaded."""
 
 
 class CostModel(ABC):

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .base import CostModelError
+from ..errors import CostModelError
 
 
 def as_costs(costs, where: str) -> np.ndarray:

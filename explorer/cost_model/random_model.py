@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import (CostModel, CostModelError, as_seed, check_batch, check_features,
-                   read_state, rng_from_state, rng_state, write_state)
+from ..errors import CostModelError
+from .base import (CostModel, as_seed, check_batch, check_features, read_state,
+                   rng_from_state, rng_state, write_state)
 
 
 class RandomModel(CostModel):

@@ -25,9 +25,10 @@ import os
 
 import numpy as np
 
+from ..errors import CostModelError
 from ..features import FEATURE_VERSION, NUM_FEATURES, feature_names
-from .base import (CostModel, CostModelError, as_seed, atomic_write, check_batch,
-                   check_features, read_state, rng_from_state, rng_state, write_state)
+from .base import (CostModel, as_seed, atomic_write, check_batch, check_features, read_state,
+                   rng_from_state, rng_state, write_state)
 from .objectives import OBJECTIVES, PackSum, labels, rank_objective, rank_pairs, reg_objective
 
 MODEL_FILE = "model.json"

@@ -28,17 +28,13 @@ import functools
 
 import numpy as np
 
-from ..errors import ExplorerError
+from ..errors import FeatureError
 from .names import GROUPS, NAMES
 from .per_store import store_rows
 from .target import Machine
 
 FEATURE_VERSION = 3
 NUM_FEATURES = len(NAMES)
-
-
-class FeatureError(ExplorerError):
-    """Features cannot be extracted from what was given."""
 
 
 def feature_names() -> list:

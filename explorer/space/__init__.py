@@ -10,8 +10,8 @@ Extend a space with a rule of your own (see ``explorer.space.examples``)::
 
     space.add_rule(PackOperand("B"))
 """
+from ..errors import PostprocError, SpaceError
 from .design_space import DesignSpace
-from .errors import PostprocError, SpaceError
 from .mutator import Mutator
 from .postproc import Postproc
 from .rule import ScheduleRule

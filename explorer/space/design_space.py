@@ -18,13 +18,12 @@ import random
 from collections import Counter
 
 from ..backends.target import as_target
-from ..errors import ExplorerError, ScheduleError
+from ..errors import ExplorerError, ScheduleError, SpaceError
 from ..ir.stmt import PrimFunc
 from ..schedule import Schedule, Trace
 from ..schedule.sampling import perfect_tilings
 from ..schedule.tree import block_names, find_loop
 from .defaults import default_mutators, default_postprocs, default_rules
-from .errors import SpaceError
 from .replay import replay, structure, truncated, without_decisions
 
 _ROOT = object()  # stands for MetaSchedule's root block in the post-order walk

@@ -1,9 +1,9 @@
 """Rewrite cooperative fetch: the threads of a block copy a shared tile together."""
 from __future__ import annotations
 
+from ...errors import PostprocError
 from ...schedule.tree import block_names, find_block, loops_of
 from .. import analysis as A
-from ..errors import PostprocError
 from ..postproc import Postproc
 
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import math
 
+from ...errors import PostprocError
 from ...ir.functor import collect_loads, substitute, walk_stmt
 from ...ir.region import union_region
 from ...ir.stmt import BlockRealize, For, SeqStmt
 from ...schedule.tree import loops_of, realizes_under
 from .. import analysis as A
-from ..errors import PostprocError
 from ..postproc import Postproc
 
 _BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...errors import SpaceError
 from ...schedule.tree import find_block, iter_dims
 from ...ir.functor import expr_vars
 from ..analysis import (COOPERATIVE_FETCH, THREAD_EXTENT_HIGH, THREAD_EXTENT_LOW,
                         TILING_STRUCTURE, consumers, linear_coeff, needs_multi_level_tiling)
-from ..errors import SpaceError
 from ..rule import ScheduleRule
 
 _DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
