@@ -139,7 +139,7 @@ def schedule_gemm(n: int, mr: int = 8):
 def run_ours(n: int, threads: int, repeats: int, runtime: str | None, mr: int,
              variant: str = "lowered") -> dict:
     from explorer.backends.llvm import build_llvm
-    from explorer.backends.target import Target
+    from explorer.target import Target
     from explorer.lower import lower
     if variant == "schedule":
         sch = schedule_gemm(n, mr)
@@ -171,7 +171,7 @@ def run_numpy(n: int, threads: int, repeats: int) -> dict:
 def compile_times(n: int = 512, repeats: int = 9) -> tuple:
     """(wall ms, CPU ms) of IR generation + O3 + JIT for fresh gemm-n candidates."""
     from explorer.backends.llvm import Compiled, runtime
-    from explorer.backends.target import Target
+    from explorer.target import Target
     t = Target("llvm")
     runtime.prepare(runtime.default_runtime())
     wall, cpu = [], []

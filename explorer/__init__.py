@@ -6,7 +6,8 @@ and what checks it; the library of them is ``ops``), schedules with traces
 measurement and tuning.
 """
 from . import te
-from .backends import Target, build
+from .backends import build
+from .target import Target
 from .errors import (ArgumentError, BuildError, DatabaseError, ExplorerError, LowerError,
                      MeasureError, ScheduleError, TraceError, WorkloadError)
 from .lower import lower

@@ -17,6 +17,7 @@ account.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .errors import DatabaseError
+from .target import KINDS, as_target
 from .schema import (RECORD_VERSION, parse_json, validate_record, validate_retime,
                      validate_workload_line)
 
@@ -62,6 +64,11 @@ class TuningRecord:
     @property
     def trace_key(self) -> str:
         return trace_key(self.trace)
+
+    @property
+    def key(self) -> tuple:
+        """(workload, target, trace): one record per key in a database."""
+        return (self.workload, target_key(self.target), trace_key(self.trace))
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -116,10 +123,25 @@ def _check_secs(run_secs, what: str) -> tuple:
 def _retime_from_json(d) -> tuple:
     """(record key, run times or the error string) of a line of retimes.jsonl."""
     validate_retime(d)
-    key = (d["workload"], d["target"], trace_key(d["trace"]))
+    key = (d["workload"], target_key(d["target"]), trace_key(d["trace"]))
     if isinstance(d.get("error"), str):
         return key, d["error"]
     return key, _check_secs(d.get("run_secs"), "run_secs")
+
+
+def target_key(target) -> str:
+    """The string the records of ``target`` are filed under: a Target's own string
+    ("llvm -mcpu=znver4 -num-cores=2"). A plain "llvm" means this host (and "cuda" the
+    default device), so ``best(wl, "llvm")`` finds what a tuning run here recorded;
+    records of another CPU stay under their own string, never mixed into this one's."""
+    if isinstance(target, str) and target.strip() in KINDS:
+        return _host_key(target.strip())
+    return str(target)
+
+
+@functools.lru_cache(maxsize=None)
+def _host_key(kind: str) -> str:
+    return str(as_target(kind))
 
 
 def trace_key(trace: dict) -> str:
@@ -200,7 +222,7 @@ class Database:
             self._add_retime(key, item)
 
     def _add(self, r: TuningRecord) -> bool:
-        k = (r.workload, r.target, r.trace_key)
+        k = r.key
         if k in self._keys:
             return False
         self._keys[k] = len(self._records)
@@ -277,7 +299,7 @@ class Database:
         """Append a record; returns False (and writes nothing) for a duplicate trace."""
         if record.workload not in self._workloads:
             self.commit_workload(record.workload)
-        if (record.workload, record.target, record.trace_key) in self._keys:
+        if record.key in self._keys:
             return False
         _append_line(self.records_file, record.to_json())
         self._add(record)
@@ -288,7 +310,7 @@ class Database:
         """Append more run times of ``record`` (a correct record of this database), or
         the ``error`` a later run of it met (a wrong result: it is no longer
         correct); returns the record as it now stands."""
-        key = (record.workload, record.target, record.trace_key)
+        key = record.key
         if key not in self._keys:
             raise DatabaseError("commit_retime: that record is not in this database; "
                                 "commit it first")
@@ -314,7 +336,7 @@ class Database:
     def record(self, workload, target, trace: dict) -> TuningRecord | None:
         """The record of ``trace`` for this workload and target, or None."""
         key = workload if isinstance(workload, str) else workload.key
-        i = self._keys.get((key, str(target), trace_key(trace)))
+        i = self._keys.get((key, target_key(target), trace_key(trace)))
         return None if i is None else self._records[i]
 
     def merge(self, *others) -> int:
@@ -344,13 +366,13 @@ class Database:
 
     def records(self, workload=None, target=None) -> list:
         key = None if workload is None else workload if isinstance(workload, str) else workload.key
-        tgt = None if target is None else str(target)
+        tgt = None if target is None else target_key(target)
         return [r for r in self._records
-                if (key is None or r.workload == key) and (tgt is None or r.target == tgt)]
+                if (key is None or r.workload == key) and (tgt is None or target_key(r.target) == tgt)]
 
     def has(self, workload, target, trace: dict) -> bool:
         key = workload if isinstance(workload, str) else workload.key
-        return (key, str(target), trace_key(trace)) in self._keys
+        return (key, target_key(target), trace_key(trace)) in self._keys
 
     def best(self, workload, target, k: int = 1) -> list:
         """The ``k`` fastest correct records for this workload and target (re-timed

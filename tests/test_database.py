@@ -188,3 +188,17 @@ def test_error_kind_is_a_field_and_old_records_get_theirs_from_the_message(tmp_p
 def replace_kind(rec, kind):
     from dataclasses import replace
     return replace(rec, error_kind=kind)
+
+
+def test_a_plain_llvm_means_this_host_and_other_cpus_stay_apart(tmp_path, wl):
+    from explorer.target import Target
+    host = str(Target("llvm"))
+    other = "llvm -mcpu=haswell -num-cores=1"
+    db = Database(tmp_path / "db")
+    db.commit_record(_rec(wl, 2, 2e-3, target=host))
+    db.commit_record(_rec(wl, 4, 1e-3, target=other))     # faster, on another machine
+    assert [r.trial for r in db.best(wl, "llvm")] == [2]
+    assert [r.trial for r in db.best(wl, Target("llvm"))] == [2]
+    assert [r.trial for r in db.best(wl, other)] == [4]
+    assert db.record(wl, "llvm", _trace(wl, 2)) is not None
+    assert len(db.records(wl)) == 2                         # all of them, for transfer

@@ -11,7 +11,7 @@ import pytest
 
 from explorer import Schedule, ops
 from explorer.database import Database, TuningRecord
-from explorer.backends.target import as_target
+from explorer.target import as_target
 from explorer.tune import Tuner
 
 HOST = str(as_target("llvm"))     # the key tuning runs file records under

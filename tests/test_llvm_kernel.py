@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from explorer.backends import build
-from explorer.backends import host
+from explorer.target import host
 from explorer.backends.llvm import build_llvm, clear_cache, compile_lowered
-from explorer.backends.target import Target
+from explorer.target import Target
 from explorer.errors import ArgumentError, BuildError
 from explorer.ir.expr import Buffer, FloatImm, Var
 from explorer.ir.stmt import BufferStore, For, PrimFunc

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from explorer import Schedule, build, ops
-from explorer.backends.target import Target
+from explorer.target import Target
 from fuzz import random_schedule
 
 SPECS = list(ops.registry.values())

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from explorer.backends.llvm import build_llvm, runtime
-from explorer.backends.target import Target
+from explorer.target import Target
 from explorer.ir.expr import LT, Add, Buffer, Cast, FloatImm, IntImm, Mul, Sub, Var
 from explorer.ir.stmt import Allocate, BufferStore, For, IfThenElse, PrimFunc, seq
 

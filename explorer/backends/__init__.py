@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import BuildError
 from ..ir.stmt import PrimFunc
 from .kernel import Kernel
-from .target import Target, as_target
+from ..target import Target, as_target, check_cpu
 
 
 def _func_of(obj) -> PrimFunc:
@@ -27,6 +27,7 @@ def build(obj, target="llvm") -> Kernel:
         return build_interp(func, lowered)
     if target.kind == "llvm":
         from .llvm import build_llvm
+        check_cpu(target)        # an unknown -mcpu would abort this process inside LLVM
         return build_llvm(func, lowered, target)
     if target.kind == "cuda":
         return _cuda_backend()(func, lowered, target)
@@ -34,16 +35,14 @@ def build(obj, target="llvm") -> Kernel:
 
 
 def _cuda_backend():
-    """The CUDA code generator, or a BuildError saying what to do without one."""
-    try:
-        from .cuda import build_cuda
-    except ImportError:
-        raise BuildError("no CUDA backend in this version: run GPU schedules on the "
-                         "interpreter with build(sch, 'interp'), or tune for 'llvm'") from None
-    return build_cuda
+    """The CUDA code generator; this version has none, so a BuildError saying what to do."""
+    raise BuildError("no CUDA backend in this version: run GPU schedules on the "
+                     "interpreter with build(sch, 'interp'), or tune for 'llvm'")
 
 
 def check_buildable(target) -> None:
     """Raise BuildError now if kernels for ``target`` cannot be built here."""
-    if as_target(target).kind == "cuda":
+    target = as_target(target)
+    if target.kind == "cuda":
         _cuda_backend()
+    check_cpu(target)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from ..backends.target import as_target
+from ..target import as_target
 from ..errors import ExplorerError, ScheduleError, SpaceError
 from ..ir.stmt import PrimFunc
 from ..schedule import Schedule, Trace

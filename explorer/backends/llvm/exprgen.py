@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.expr import (Add, And, BufferLoad, Call, Cast, Div, EQ, FloatImm, FloorDiv, FloorMod,
                         IntImm, LE, LT, Max, Min, Mul, NE, Not, Or, Select, Sub, Var)
-from ..host import host_cpu
+from ...target.host import host_cpu
 from .access import AccessEmitter
 from .analysis import has_load, has_unsafe
 from .types import (F32, I1, I32, I64, TextConstant, const_int, is_float, lanes_of, poison,

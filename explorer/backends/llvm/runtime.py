@@ -94,7 +94,7 @@ def _prepare_gomp() -> None:
         if "serial" in _state:
             return
         from .jit import JitModule
-        from ..target import Target
+        from ...target import Target
         serial = JitModule(_SERIAL_LAUNCHER_IR, "explorer_serial_launch", Target("llvm"))
         _state["serial"] = serial   # outside a team, omp_get_num_threads() is 1: one task
         _launcher_slot.value = llvm.address_of_symbol("GOMP_parallel")
