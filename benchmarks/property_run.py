@@ -86,7 +86,8 @@ def child(args) -> int:
             _inject(args.inject.split(":")[0], breadcrumb)
         try:
             got = check_example(data, start, START_STEPS[start], "benchmarks/property_run.py",
-                                fork=args.fork or raising, on_call=breadcrumb)
+                                fork=args.fork or raising, on_call=breadcrumb,
+                                directory=args.out)
         except PropertyFailure as failure:
             if raising:
                 raise
@@ -212,11 +213,11 @@ def _wait(proc, crumb: pathlib.Path, hang: float):
 def _crashed(args, totals: dict, crumb: pathlib.Path, why: str) -> int:
     """Count a crashed example, save its breadcrumb; how many examples came before it."""
     kind = "hang" if "hang" in why else "crash" if "signal" in why else "error"
+    if not crumb.exists():   # it never reached an example: nothing to count or retry
+        raise SystemExit(f"a chunk died before its first example ({why}): the harness or "
+                         "the package does not work here; stopping")
     totals["failures"][kind] += 1
     totals["examples"] += 1
-    if not crumb.exists():
-        totals["messages"].append(f"{kind}: the chunk died before its first example ({why})")
-        return 0
     doc = json.loads(crumb.read_text())
     path = _save_crumb(args.out, doc, kind, why)
     totals["messages"].append(f"{kind}: {why}; saved as {path}")
