@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from explorer import Target
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
@@ -45,7 +47,10 @@ def test_01_explore_runs_top_to_bottom_on_a_fresh_kernel():
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert errors == []
     text = _text(nb)
-    assert "for i_0 in parallel(32):" in text and "vectorized(16)" in text
+    lanes = Target("llvm").vector_lanes                       # the host's, as the lesson
+    assert "for i_0 in parallel(32):" in text and f"vectorized({lanes})" in text
+    assert Target("llvm").describe() in text                  # the host, described
+    assert "peak " in text and "GFLOP/s, bandwidth" in text   # the measured roofline
     assert text.count("correct (max abs error") >= 6          # every Run checked vs numpy
     assert "vectorize: loop 'k' is a reduction loop" in text
     assert "8 measured" in text                               # the real tuner's short run

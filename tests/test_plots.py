@@ -12,9 +12,10 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from explorer import Schedule, Target, ops  # noqa: E402
+from explorer.ir.footprint import footprints  # noqa: E402
+from explorer.measure import Roofline  # noqa: E402
 from widgets import plots  # noqa: E402
 from widgets import tuning_plots as tp  # noqa: E402
-from widgets._analysis import footprints  # noqa: E402
 
 
 def _ax():
@@ -112,7 +113,7 @@ def test_memory_footprint_bars_per_loop_and_cache_lines():
 
 
 def test_footprint_of_a_conv_counts_the_halo():
-    fps = footprints(ops.conv2d(1, 2, 6, 6, 3, 3, 3, padding=1), "conv")
+    fps = footprints(ops.conv2d(1, 2, 6, 6, 3, 3, 3, padding=1).func, "conv")
     by_loop = {fp.loop: fp.bytes for fp in fps}
     assert by_loop["p"]["pad"] == 2 * 8 * 8 * 4      # all rows of the padded input
     assert by_loop["q"]["pad"] == 2 * 3 * 8 * 4      # one output row: 3 input rows
@@ -122,7 +123,7 @@ def test_roofline_places_each_kernel():
     wl = ops.gemm(64, 64, 64)
     pts = [plots.roofline_point(wl, 1e-4, "tiled"), plots.roofline_point(wl, 1e-3, "naive")]
     ax = _ax()
-    ridge = plots.plot_roofline(ax, pts, peak_gflops=200.0, bandwidth_gbs=20.0)
+    ridge = plots.plot_roofline(ax, pts, Roofline(200.0, 20.0, "given"))
     assert ridge == pytest.approx(10.0)
     assert len(ax.lines) == 2
     offsets = ax.collections[0].get_offsets()
@@ -132,11 +133,14 @@ def test_roofline_places_each_kernel():
     assert [t.get_text() for t in ax.texts] == ["tiled", "naive"]
 
 
-def test_roofline_defaults_describe_this_machine():
+def test_roofline_draws_the_roof_it_is_given_and_names_its_source():
     ax = _ax()
-    plots.plot_roofline(ax, [])
-    assert max(ax.lines[1].get_ydata()) == plots.PEAK_GFLOPS
-    assert 210 <= plots.PEAK_GFLOPS <= 235
+    plots.plot_roofline(ax, [], Roofline(431.0, 27.5, "measured: FMA on 8 lanes"))
+    assert max(ax.lines[1].get_ydata()) == 431.0
+    assert max(ax.lines[0].get_ydata()) == 431.0 and ax.lines[0].get_xdata()[1] == 431.0 / 27.5
+    assert ax.get_xlabel().endswith("\nroof measured: FMA on 8 lanes")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["memory 27.5 GB/s",
+                                                                   "compute 431 GFLOP/s"]
 
 
 def test_best_so_far_is_a_running_max_skipping_failures():

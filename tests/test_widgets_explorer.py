@@ -10,9 +10,27 @@ import pytest
 matplotlib.use("Agg")
 
 from explorer import Schedule, Trace, build, ops  # noqa: E402
+from explorer.measure import InteractiveMeasurer, interactive_config  # noqa: E402
 from widgets import ScheduleExplorer  # noqa: E402
-from widgets._nest import divisors  # noqa: E402
+from widgets.explorer_state import divisors  # noqa: E402
 from widgets.loop_tree import tree_rows  # noqa: E402
+
+CFG = interactive_config(repeats=2, min_repeat_secs=0.005, run_timeout=2.0)
+
+
+class FaultyMeasurer(InteractiveMeasurer):
+    """Injects ``next_fault`` (explorer.measure.faults) into the next measurement only."""
+    next_fault = None
+
+    def measure(self, sch, fault=None, compare=True):
+        fault, self.next_fault = self.next_fault, None
+        return super().measure(sch, fault=fault, compare=compare)
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with FaultyMeasurer("llvm", CFG) as m:
+        yield m
 
 
 @pytest.fixture
@@ -21,8 +39,8 @@ def gemm():
 
 
 @pytest.fixture
-def ex(gemm):
-    return ScheduleExplorer(gemm, target="llvm", repeats=2)
+def ex(gemm, measurer):
+    return ScheduleExplorer(gemm, measurer=measurer)
 
 
 def _replayed(ex, wl) -> Schedule:
@@ -49,6 +67,9 @@ def test_opens_on_the_naive_nest_with_first_loop_selected(ex):
     assert ex.panel.rows["bind"].layout.display == "none"     # a CPU target: no bind row
     assert ex.undo_button.disabled and ex.redo_button.disabled
     assert "press Run" in ex.result.value
+    host = ex.state.target                          # the hardware, as the target describes it
+    assert host.describe() in ex.header.value
+    assert f"{host.vector_lanes} fp32 lanes" in host.describe()
 
 
 def test_split_with_the_factor_chooser_changes_nest_tree_and_trace(ex, gemm):
@@ -87,12 +108,39 @@ def test_tile_vectorize_parallel_then_run_matches_numpy(ex, gemm):
     assert "for i_0 in parallel(4):" in text and "for j_1 in vectorized(16):" in text
     ex.run_button.click()
     r = ex.last_run
-    assert r.correct and r.error is None and r.max_error < 1e-3
+    assert r.ok and r.error is None and r.max_abs_error < 1e-3 and r.backend == "llvm"
     assert r.seconds > 0 and r.gflops == pytest.approx(gemm.flops / r.seconds / 1e9)
     assert r.naive_seconds > 0 and r.numpy_seconds > 0
     assert r.speedup_naive == pytest.approx(r.naive_seconds / r.seconds)
     assert "GFLOP/s" in ex.result.value and "matches numpy" in ex.result.value
     assert _checked(_replayed(ex, gemm), gemm) < 1e-3
+
+
+def test_run_button_shows_a_crash_or_a_hang_and_the_next_run_works(ex, gemm, measurer):
+    ex.tile(["i", "j"], [8, 16])
+    generation = measurer.pool[0].generation
+    measurer.next_fault = "crash"                   # the kernel segfaults in the worker
+    ex.run_button.click()
+    r = ex.last_run
+    assert not r.ok and r.error_kind == "crash" and "SIGSEGV" in r.error
+    assert "run failed (crash)" in ex.result.value and "<details>" in ex.result.value
+    assert ex.run_button.description == "Run" and not ex.run_button.disabled
+    ex.run_button.click()                           # a fresh worker: the next Run works
+    assert ex.last_run.ok and ex.last_run.max_abs_error < 1e-3
+    assert "matches numpy" in ex.result.value
+    assert measurer.pool[0].generation == generation + 1
+    measurer.next_fault = "hang"                    # stopped after run_timeout
+    ex.run_button.click()
+    assert ex.last_run.error_kind == "timeout" and "run failed (timeout)" in ex.result.value
+    ex.run_button.click()
+    assert ex.last_run.ok and "GFLOP/s" in ex.result.value
+
+
+def test_a_wrong_kernel_is_shown_as_wrong_not_timed(ex, measurer):
+    measurer.next_fault = "wrong"
+    r = ex.run()
+    assert r.error_kind == "wrong" and r.seconds is None
+    assert "run failed (wrong)" in ex.result.value and "GFLOP/s" not in ex.result.value
 
 
 def test_illegal_step_shows_the_message_next_to_its_control_and_keeps_the_schedule(ex):
@@ -188,7 +236,8 @@ def test_cache_read_compute_at_and_inline_on_conv2d():
     ex.panel.buttons["compute_inline"].click()       # conv is a reduction: refused
     assert "compute_inline" in ex.panel.errors["inline"].value
     r = ex.run()
-    assert r.correct and r.backend == "interp" and r.max_error < 1e-3
+    ex.close()
+    assert r.ok and r.backend == "interp" and r.max_abs_error < 1e-3
 
 
 def test_gpu_target_offers_bind_and_runs_in_the_interpreter_with_a_note(gemm):
@@ -206,8 +255,9 @@ def test_gpu_target_offers_bind_and_runs_in_the_interpreter_with_a_note(gemm):
     assert ex.error is None
     assert 'thread_binding(128, "threadIdx.x")' in ex.script()
     r = ex.run()
-    assert r.correct and r.backend == "interp" and "interpreter" in r.note
-    assert "interpreter" in ex.result.value
+    ex.close()
+    assert r.ok and r.backend == "interp" and "interpreter" in r.note
+    assert r.max_abs_error < 1e-3 and "interpreter" in ex.result.value
 
 
 def test_code_api_mirrors_the_schedule_and_copy_button(ex, gemm):
@@ -241,6 +291,20 @@ def test_pictures_draw_into_one_image(ex):
     ex.pictures_toggle.value = False
     ex.split("j", [None, 8])
     assert ex.figure.renders == first + 1
+
+
+def test_pictures_place_a_run_on_the_measured_roofline_of_this_host(ex, gemm):
+    ex.pictures_toggle.value = True
+    roof_ax = ex.figure.axes[3]
+    assert "press Run" in roof_ax.texts[0].get_text()     # no run yet: nothing measured
+    ex.tile(["i", "j"], [8, 16])
+    r = ex.run()
+    assert r.ok
+    roof, roof_ax = ex.roofline(), ex.figure.axes[3]
+    assert max(roof_ax.lines[1].get_ydata()) == roof.peak_gflops
+    offsets = roof_ax.collections[0].get_offsets()
+    assert offsets[0][1] == pytest.approx(r.gflops) and len(offsets) == 2   # current, naive
+    assert f"{ex.state.target.vector_lanes} fp32 lanes" in roof.source
 
 
 def test_tree_rows_show_kinds_and_nesting(ex):

@@ -1,12 +1,12 @@
 """The explorer's view-model on its own (no ipywidgets): history, selection,
-handles, errors and the run glue."""
+handles, errors, and runs through the engine's InteractiveMeasurer."""
 from __future__ import annotations
 
 import pytest
 
 from explorer import Schedule, build, ops
+from explorer.measure import InteractiveMeasurer, interactive_config
 from widgets import ExplorerState
-from widgets._run import RunResult, Runner, median_seconds
 
 
 @pytest.fixture
@@ -77,39 +77,39 @@ def test_split_choices_are_divisors_and_fall_back_for_primes():
 def test_op_name_tuple_and_primfunc_start_points():
     assert ExplorerState(("gemm", 8, 8, 8)).workload.key == ops.gemm(8, 8, 8).key
     wl = ops.gemm(8, 8, 4)
-    st = ExplorerState(wl.func, target="interp")
+    st = ExplorerState(wl.func, target="interp", repeats=1)
     assert st.workload is None
     st.split("j", [None, 4])
-    r = st.run()                              # a bare PrimFunc has no numpy reference...
-    assert r.seconds > 0 and r.max_error is None and not r.correct
-    assert "not checked" in r.summary()
-    args = wl.make_args(seed=4)               # ...so this test checks it against gemm's
+    try:
+        r = st.run()                  # a bare PrimFunc: checked against its unscheduled program
+    finally:
+        st.close()
+    assert r.ok and r.backend == "interp" and r.checked_by == "program"
+    assert r.max_abs_error < 1e-5 and "unscheduled program" in r.summary()
+    args = wl.make_args(seed=4)               # ...and this test checks it against gemm's
     build(st.schedule, "interp")(*args)
     assert wl.check(args) < 1e-4
     with pytest.raises(TypeError):
         ExplorerState(42)
 
 
-def test_run_result_speedups_and_summary():
-    r = RunResult(0.5, 2.0, 2.0, 0.25, 1e-6, "llvm")
-    assert r.correct and r.speedup_naive == 4.0 and r.speedup_numpy == 0.5
-    assert r.summary().startswith("500.000 ms | 2.00 GFLOP/s | 4.00x vs naive | 0.50x vs numpy")
-    bad = RunResult(0.5, 2.0, None, None, None, "llvm", error="MeasureError: wrong")
-    assert not bad.correct and "WRONG" in bad.summary()
-
-
-def test_the_naive_schedule_is_its_own_baseline():
+def test_runs_go_through_a_shared_measurer_and_the_naive_schedule_is_its_own_baseline():
     wl = ops.gemm(16, 16, 16)
-    r = Runner(wl, "llvm", repeats=1).run(Schedule(wl))
-    assert r.correct and r.speedup_naive == 1.0
+    with InteractiveMeasurer("llvm", interactive_config(repeats=1)) as m:
+        st = ExplorerState(wl, measurer=m)
+        assert st.measurer is m and str(st.target) == str(m.target)
+        seen = []
+        st.observe(seen.append)
+        r = st.run()
+        assert r.ok and r.speedup_naive == 1.0 and r.max_abs_error < 1e-4
+        assert st.last_run is r and st.run_is_current and seen == ["run"]
+        st.split("i", [None, 4])
+        assert not st.run_is_current
+        st.close()                            # a shared measurer is not the state's to end
+        assert not m.pool.closed
 
 
-def test_interpreter_refuses_what_would_take_minutes():
-    r = Runner(ops.gemm(1024, 1024, 1024), "interp").run(Schedule(ops.gemm(1024, 1024, 1024)))
-    assert r.seconds is None and "interpreter would need" in r.error
-
-
-def test_median_seconds_batches_fast_calls():
-    calls = []
-    t = median_seconds(lambda: calls.append(1), repeats=3)
-    assert t < 1e-3 and len(calls) > 3
+def test_a_state_starts_its_measurer_at_the_first_run_only():
+    st = ExplorerState(ops.gemm(8, 8, 8), repeats=1)
+    st.split("i", [None, 4])
+    assert st._measurer is None               # building the view starts no process

@@ -2,16 +2,18 @@
 the design space, watch a tuner and its cost model.
 
 Every widget is thin: state and logic live in view-models without ipywidgets
-(``_state``, ``_sampler_state``, ``_tuning_state``), pictures are plain
-matplotlib functions taking an ``ax`` (:mod:`widgets.plots`,
-:mod:`widgets.tuning_plots`).
+(:mod:`widgets.explorer_state`, :mod:`widgets.sampler_state`,
+:mod:`widgets.tuning_state`), pictures are plain matplotlib functions taking an
+``ax`` (:mod:`widgets.plots`, :mod:`widgets.tuning_plots`), and what they show
+comes from the engine's public API: measurements from
+``explorer.measure.InteractiveMeasurer``, loop trees, footprints and tilings from
+``explorer.ir``.
 """
-from ._run import RunResult
-from ._state import ExplorerState
 from .cost_model_view import CostModelView
 from .dashboard import TuningDashboard
 from .explorer import ScheduleExplorer
+from .explorer_state import ExplorerState
 from .sampler import SpaceSampler
 
 __all__ = ["ScheduleExplorer", "SpaceSampler", "TuningDashboard", "CostModelView",
-           "ExplorerState", "RunResult"]
+           "ExplorerState"]

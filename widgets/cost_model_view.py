@@ -10,8 +10,8 @@ import ipywidgets as w
 from explorer.events import ModelUpdated, TuningFinished
 
 from . import tuning_plots as tp
-from ._live import LiveFigure
-from ._tuning_state import ModelState
+from .live_figure import LiveFigure
+from .tuning_state import ModelState
 
 
 class CostModelView:

@@ -20,8 +20,8 @@ from explorer import Schedule, Trace
 from explorer.events import TuningFinished
 
 from . import tuning_plots as tp
-from ._live import LiveFigure
-from ._tuning_state import DashboardState
+from .live_figure import LiveFigure
+from .tuning_state import DashboardState
 
 
 _TABLE_STYLE = ("<style>.se-topk-table{border-collapse:collapse;font-size:12px}"

@@ -6,8 +6,10 @@
     ex.panel.buttons["vectorize"].click()  # ...or through the controls
     ex.run().summary()
 
-Thin wiring only: state and logic live in :class:`widgets._state.ExplorerState`,
-pictures in :mod:`widgets.plots`.
+Thin wiring only: state and logic live in :class:`widgets.explorer_state.ExplorerState`,
+pictures in :mod:`widgets.plots`; Run measures through the engine's
+``explorer.measure.InteractiveMeasurer`` (a worker process: a kernel that
+crashes or hangs shows as an error here, and the next Run works).
 """
 from __future__ import annotations
 
@@ -16,10 +18,11 @@ import functools
 import html
 
 import ipywidgets as w
+from explorer import Workload
 
 from . import plots
-from ._live import LiveFigure
-from ._state import ExplorerState
+from .live_figure import LiveFigure
+from .explorer_state import ExplorerState
 from .code_view import CodeView
 from .loop_tree import LoopTreeView
 from .primitive_panel import PrimitivePanel
@@ -37,10 +40,13 @@ class ScheduleExplorer:
     Schedule to start from. Loops and blocks are named as in the printed nest; the
     step methods (``split``, ``tile``, ...) mirror Schedule's and return whether the
     step was legal (if not, ``error`` says why and the schedule is unchanged).
+    ``measurer``: an ``explorer.measure.InteractiveMeasurer`` to share (default: one
+    of its own, started at the first Run; ``close()`` ends it).
     """
 
-    def __init__(self, obj, target="llvm", repeats: int = 5, pictures: bool = False):
-        self.state = st = ExplorerState(obj, target, repeats)
+    def __init__(self, obj, target="llvm", repeats: int = 5, pictures: bool = False,
+                 measurer=None):
+        self.state = st = ExplorerState(obj, target, repeats, measurer)
         self.code, self.tree = CodeView(st), LoopTreeView(st)
         self.panel, self.trace = PrimitivePanel(st), TraceView(st)
         self.undo_button = self._button("undo", "undo", lambda: st.undo())
@@ -72,8 +78,9 @@ class ScheduleExplorer:
     def _layout(self) -> w.Widget:
         st = self.state
         title = str(st.workload) if st.workload is not None else st.func.name
-        head = w.HTML(f"<b>ScheduleExplorer</b>: {html.escape(title)} on "
-                      f"<code>{html.escape(str(st.target))}</code>")
+        self.header = head = w.HTML(
+            f"<b>ScheduleExplorer</b>: {html.escape(title)} on <code>{html.escape(str(st.target))}"
+            f"</code><br><small>{html.escape(st.target.describe())}</small>")
         bar = w.HBox([self.undo_button, self.redo_button, self.run_button, self.result,
                       self.pictures_toggle], layout=w.Layout(align_items="center"))
         top = w.HBox([self.tree.widget, self.code.widget],
@@ -128,12 +135,21 @@ class ScheduleExplorer:
         self.state.load_trace(trace)
 
     def run(self):
-        """Build, check against numpy and time the current schedule; returns a RunResult."""
+        """Build, check and time the current schedule in the measurement worker; returns
+        an ``explorer.measure.InteractiveResult`` (failures too: ``error_kind``, ``error``)."""
         self.run_button.disabled, self.run_button.description = True, "Running"
         try:
             return self.state.run()
         finally:
             self.run_button.disabled, self.run_button.description = False, "Run"
+
+    def roofline(self):
+        """This host's measured roofline (``explorer.measure.Roofline``), measured once."""
+        return self.state.roofline()
+
+    def close(self) -> None:
+        """End the measurement worker (a later Run starts a new one)."""
+        self.state.close()
 
     # ------------------------------------------------------------ views
     def _refresh_bar(self) -> None:
@@ -184,16 +200,22 @@ class ScheduleExplorer:
         _guarded(axes[1], lambda ax: plots.plot_loop_tree(ax, sch))
         _guarded(axes[2], lambda ax: plots.plot_memory_footprint(ax, sch, st.target,
                                                                  st.selected_block))
-        _guarded(axes[3], lambda ax: plots.plot_roofline(ax, self._roofline_points()))
+        _guarded(axes[3], self._draw_roofline)
 
-    def _roofline_points(self) -> list:
-        r, wl = self.state.last_run, self.state.workload
-        if r is None or wl is None or r.seconds is None:
-            return []
+    def _draw_roofline(self, ax) -> None:
+        """The roofline once a run has placed a kernel on it (the roof is measured at the
+        first drawing after a Run, in the measurement worker)."""
+        r, st = self.state.last_run, self.state
+        if r is None or not r.ok:
+            ax.axis("off")
+            ax.text(0.5, 0.5, "roofline: press Run to place this schedule\non the "
+                    "measured roofline of this host", ha="center", va="center", fontsize=9)
+            return
+        wl = st.workload if st.workload is not None else Workload.from_func(st.schedule.original)
         pts = [plots.roofline_point(wl, r.seconds, "current")]
         if r.naive_seconds:
             pts.append(plots.roofline_point(wl, r.naive_seconds, "naive"))
-        return pts
+        plots.plot_roofline(ax, pts, self.roofline())
 
 
 def _forward(name: str):
@@ -219,11 +241,27 @@ def _guarded(ax, draw) -> None:
 
 
 def result_html(r, current: bool = True) -> str:
-    """The Run result as a one-line HTML summary (time, GFLOP/s, speed-ups, check)."""
+    """The Run result as HTML: time, GFLOP/s, speed-ups and the check on one line, or
+    the kind of failure and its first line (the whole message folded below it)."""
     if r is None:
         return '<span class="se-result-none">press Run to build, check and time it</span>'
-    if r.seconds is None:
-        return f'<span style="color:#b71c1c">run failed: {html.escape(r.error or "")}</span>'
+    if not r.ok:
+        first, _, rest = (r.error or "").partition("\n")
+        text = (f'<span class="se-result-error" style="color:#b71c1c">\u2717 run failed '
+                f"({html.escape(r.error_kind or 'error')}): {html.escape(first)}</span>")
+        if rest.strip():
+            text += (f"<details><summary>details</summary><pre style=\"font-size:11px\">"
+                     f"{html.escape(rest)}</pre></details>")
+    else:
+        text = " &middot; ".join(_ok_parts(r))
+    if r.note:
+        text += f'<br><small style="color:#8d6e63">{html.escape(r.note)}</small>'
+    if not current:
+        text = f'<span style="opacity:0.5" title="the schedule changed since">{text}</span>'
+    return f'<span class="se-result-value">{text}</span>'
+
+
+def _ok_parts(r) -> list:
     parts = [f"<b>{r.seconds * 1e3:.3f} ms</b>"]
     if r.gflops is not None:
         parts.append(f"{r.gflops:.2f} GFLOP/s")
@@ -231,15 +269,7 @@ def result_html(r, current: bool = True) -> str:
         parts.append(f"{r.speedup_naive:.2f}x vs naive")
     if r.speedup_numpy is not None:
         parts.append(f"{r.speedup_numpy:.2f}x vs numpy")
-    if r.error:
-        parts.append(f'<span style="color:#b71c1c">\u2717 wrong: {html.escape(r.error)}</span>')
-    elif r.max_error is not None:
-        parts.append(f'<span style="color:#2e7d32">\u2713 matches numpy '
-                     f"(max err {r.max_error:.1e})</span>")
-    parts.append(f"<i>{r.backend}</i>")
-    text = " &middot; ".join(parts)
-    if r.note:
-        text += f'<br><small style="color:#8d6e63">{html.escape(r.note)}</small>'
-    if not current:
-        text = f'<span style="opacity:0.5" title="the schedule changed since">{text}</span>'
-    return f'<span class="se-result-value">{text}</span>'
+    parts.append(f'<span style="color:#2e7d32">\u2713 matches {html.escape(r.reference_name)} '
+                 f"(max err {r.max_abs_error:.1e})</span>")
+    parts.append(f"<i>{html.escape(r.backend)}</i>")
+    return parts

@@ -14,12 +14,23 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from ._analysis import footprints, tiling
-from ._nest import KIND_COLORS, block_infos, func_of, loop_infos, workload_of
+from explorer.target import as_target
+from explorer.ir.footprint import footprints
+from explorer.ir.loop_tree import block_infos, loop_infos
+from explorer.ir.stmt import PrimFunc
+from explorer.ir.tiling import tiling
 
 LEVEL_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
-PEAK_GFLOPS = 220.0      # this machine: 2 cores, AVX-512 FMA, fp32 (numpy sgemm reaches ~235)
-PEAK_BANDWIDTH = 25.0    # GB/s, measured with a large numpy copy on this machine
+KIND_COLORS = {"serial": "#9e9e9e", "parallel": "#2e7d32", "vectorized": "#1565c0",
+               "unrolled": "#ef6c00", "thread": "#6a1b9a"}
+
+
+def func_of(obj) -> PrimFunc:
+    """The PrimFunc behind a Schedule, Workload or PrimFunc (what the pictures draw)."""
+    func = obj if isinstance(obj, PrimFunc) else getattr(obj, "func", None)
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"expected a Schedule, Workload or PrimFunc, got {type(obj).__name__}")
+    return func
 
 
 def plot_tiling(ax, obj, block: str | None = None, dims: tuple = (-2, -1),
@@ -31,9 +42,9 @@ def plot_tiling(ax, obj, block: str | None = None, dims: tuple = (-2, -1),
     readable at any size). GPU levels (blockIdx, vthread, threadIdx) colour
     each block or thread. ``zoom=n`` frames the first tile of level ``n``;
     ``legend`` is "right" (outside), "below" or "none".
-    Returns the :class:`~widgets._analysis.Tiling`.
+    Returns the :class:`explorer.ir.tiling.Tiling`.
     """
-    t = tiling(obj, block, dims)
+    t = tiling(func_of(obj), block, dims)
     rows, cols = t.shape
     ax.add_patch(Rectangle((0, 0), cols, rows, facecolor="#f4f4f4", edgecolor="black", lw=1))
     gpu = {"block", "vthread", "thread"}
@@ -132,10 +143,10 @@ def _blocks_directly_under(lp, loops) -> list:
 
 def plot_memory_footprint(ax, obj, target=None, block: str | None = None):
     """Bars: bytes each buffer of ``block`` touches in one run of each loop (outermost
-    left), against the target's L1/L2/L3 sizes. Returns the footprints."""
-    from explorer.backends.target import as_target
+    left), against the target's L1/L2/L3 sizes (default: this host's). Returns the
+    footprints (:func:`explorer.ir.footprint.footprints`)."""
     target = as_target(target or "llvm")
-    fps = footprints(obj, block)
+    fps = footprints(func_of(obj), block)
     names = list(fps[0].bytes) if fps else []
     x = np.arange(len(fps))
     bottom = np.zeros(len(fps))
@@ -181,37 +192,41 @@ def _human(n: float) -> str:
 
 
 def roofline_point(workload, seconds: float, label: str = "kernel") -> tuple:
-    """(label, arithmetic intensity in flop/byte, GFLOP/s) for a run of ``workload``;
-    bytes are the compulsory traffic: every input read and output written once."""
-    wl = workload_of(workload) or workload
+    """(label, arithmetic intensity in flop/byte, GFLOP/s) for a run of ``workload`` (or
+    a Schedule of it); bytes are the compulsory traffic: every input read and output
+    written once."""
+    wl = getattr(workload, "workload", None) or workload
     nbytes = sum(int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in wl.func.params)
     return label, wl.flops / nbytes, wl.flops / seconds / 1e9
 
 
-def plot_roofline(ax, points, peak_gflops: float = PEAK_GFLOPS,
-                  bandwidth_gbs: float = PEAK_BANDWIDTH):
+def plot_roofline(ax, points, roof):
     """The roofline (memory slope and compute roof) with kernels placed on it.
 
-    ``points``: ``(label, flop/byte, GFLOP/s)`` tuples, e.g. from :func:`roofline_point`.
+    ``points``: ``(label, flop/byte, GFLOP/s)`` tuples, e.g. from :func:`roofline_point`;
+    ``roof``: the host's measured ``explorer.measure.Roofline`` (peak GFLOP/s and
+    bandwidth; ``ScheduleExplorer.roofline()`` or ``explorer.measure.measure_roofline()``).
     Returns the ridge intensity (flop/byte where the two roofs meet)."""
-    ridge = peak_gflops / bandwidth_gbs
+    peak, bandwidth, ridge = roof.peak_gflops, roof.bandwidth_gbs, roof.ridge
     xs = [p[1] for p in points] or [ridge]
     lo, hi = min(min(xs) / 4, ridge / 16), max(max(xs) * 4, ridge * 16)
-    ax.plot([lo, ridge], [bandwidth_gbs * lo, peak_gflops], color="black", lw=2,
-            label=f"memory {bandwidth_gbs:g} GB/s")
-    ax.plot([ridge, hi], [peak_gflops, peak_gflops], color="black", lw=2, ls="--",
-            label=f"compute {peak_gflops:g} GFLOP/s")
+    ax.plot([lo, ridge], [bandwidth * lo, peak], color="black", lw=2,
+            label=f"memory {bandwidth:.3g} GB/s")
+    ax.plot([ridge, hi], [peak, peak], color="black", lw=2, ls="--",
+            label=f"compute {peak:.3g} GFLOP/s")
     if points:
         ax.scatter([p[1] for p in points], [p[2] for p in points], s=40, zorder=3,
                    c=[LEVEL_COLORS[n % len(LEVEL_COLORS)] for n in range(len(points))])
-        for label, x, y in points:
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        for n, (label, x, y) in enumerate(points):  # alternate above/below: points may meet
+            ax.annotate(label, (x, y), textcoords="offset points",
+                        xytext=(5, 4 if n % 2 == 0 else -11), fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_ticks(ax.xaxis)
     _plain_log_ticks(ax.yaxis)
-    ax.set_xlabel("arithmetic intensity (flop/byte)")
+    source = f"\nroof {roof.source}" if roof.source else ""
+    ax.set_xlabel(f"arithmetic intensity (flop/byte){source}", fontsize=9)
     ax.set_ylabel("GFLOP/s")
-    ax.set_title("roofline")
+    ax.set_title("roofline of this host")
     ax.legend(fontsize=8, loc="upper left")
     return ridge

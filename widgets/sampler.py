@@ -11,19 +11,27 @@ from __future__ import annotations
 import html
 
 import ipywidgets as w
+from explorer.target import as_target
 
 from . import tuning_plots as tp
-from ._live import LiveFigure
-from ._sampler_state import SamplerState
+from .live_figure import LiveFigure
+from .sampler_state import SamplerState
 
 
 class SpaceSampler:
     """Widget over :class:`SamplerState`: sample / measure / predict buttons, a
-    histogram and a decision scatter, a sample chooser and "load into explorer"."""
+    histogram and a decision scatter, a sample chooser and "load into explorer".
+
+    Samples are measured by the engine's ``InteractiveMeasurer``: ``measurer`` if
+    given, else the attached explorer's when it measures for the same target, else
+    one of the sampler's own."""
 
     def __init__(self, workload, target="llvm", space=None, explorer=None, predictor=None,
-                 repeats: int = 3):
-        self.state = SamplerState(workload, target, space, predictor, repeats)
+                 repeats: int = 3, measurer=None):
+        if measurer is None and explorer is not None \
+                and str(explorer.state.target) == str(as_target(target)):
+            measurer = lambda: explorer.state.measurer   # noqa: E731 (one worker, both views)
+        self.state = SamplerState(workload, target, space, predictor, repeats, measurer)
         self.explorer = explorer
         self.count = w.BoundedIntText(value=16, min=1, max=10000, description="samples",
                                       layout=w.Layout(width="170px"))
@@ -88,6 +96,10 @@ class SpaceSampler:
         self.status.value = f"predicted {len(self.samples)} samples"
         self._refresh()
         return self.samples
+
+    def close(self) -> None:
+        """End the measurement worker the sampler started (a shared one is left alone)."""
+        self.state.close()
 
     def best(self):
         ranked = self.state.ranked()

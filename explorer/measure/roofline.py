@@ -141,14 +141,14 @@ def _cpu(target):
 
 def roofline_job(payload: dict, emit) -> dict:
     """Measure the roofline of the target in ``payload`` (worker side)."""
-    from ..backends.target import Target
+    from ..target import Target
     target = _cpu(Target(payload["target"]))
     threads = max(1, target.num_cores or os.cpu_count() or 1)
     peak = peak_gflops(target, threads)
     nbytes = copy_bytes(target.l3_bytes)
     bandwidth = copy_bandwidth_gbs(nbytes, threads)
-    source = (f"measured on {threads} thread{'s' * (threads > 1)}: FMA on "
-              f"{target.vector_lanes} fp32 lanes, a {nbytes >> 20} MiB copy")
+    source = (f"measured: FMA on {target.vector_lanes} fp32 lanes x {threads} "
+              f"thread{'s' * (threads > 1)}, a {nbytes >> 20} MiB copy")
     return Roofline(peak, bandwidth, source).as_json()
 
 
@@ -162,7 +162,7 @@ def roofline_of_result(msg: dict) -> Roofline:
 def measure_roofline(target="llvm", timeout: float = 60.0) -> Roofline:
     """Measure the roofline of ``target`` (an llvm target; default this host) once, in a
     worker process of its own."""
-    from ..backends.target import as_target
+    from ..target import as_target
     from .pool import WorkerPool
     target = _cpu(as_target(target))
     with WorkerPool(1, "explorer.measure.roofline") as pool:

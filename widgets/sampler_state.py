@@ -1,15 +1,18 @@
 """The SpaceSampler's view-model: samples of a design space, their decisions
 ("knobs") and their measured or predicted performance. No ipywidgets.
 
-A space is ``explorer.space.DesignSpace(workload, target)`` when that module
-exists, or anything with ``sample(n, seed)`` or any callable ``(n, seed)``
-that returns Schedules of the workload.
+A space is ``explorer.space.DesignSpace(workload, target)`` by default, or
+anything with ``sample(n, seed)`` or any callable ``(n, seed)`` that returns
+Schedules of the workload.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ._run import RunResult, Runner
+from explorer.target import as_target
+from explorer.ir.loop_tree import block_infos
+from explorer.measure import InteractiveMeasurer, InteractiveResult, interactive_config
+from explorer.space import DesignSpace
 
 
 @dataclass(frozen=True)
@@ -17,22 +20,13 @@ class Sample:
     index: int
     schedule: object                 # Schedule
     knobs: dict                      # readable decision name -> number
-    result: RunResult | None = None
+    result: InteractiveResult | None = None
     predicted: float | None = None
 
     @property
     def gflops(self) -> float | None:
         r = self.result
-        return r.gflops if r is not None and r.correct else None
-
-
-def default_space(workload, target):
-    """The engine's design space for ``workload``, or None while explorer.space is missing."""
-    try:
-        from explorer.space import DesignSpace
-    except ImportError:
-        return None
-    return DesignSpace(workload, target)
+        return r.gflops if r is not None and r.ok else None
 
 
 def knobs_of(sch) -> dict:
@@ -63,7 +57,6 @@ def knobs_of(sch) -> dict:
 
 def _loop_origins(trace, original) -> dict:
     """LoopRV -> "block.loop" for loops obtained by get_loops on an untouched block."""
-    from ._nest import block_infos
     loops = {b.name: b.loops for b in block_infos(original)} if original is not None else {}
     blocks, out = {}, {}
     for ins in trace.insts:
@@ -85,19 +78,42 @@ def _consumer_key(trace, rv) -> str | None:
 
 
 class SamplerState:
-    """Samples of one workload's space, measured with the explorer's run glue."""
+    """Samples of one workload's space, measured by the engine's InteractiveMeasurer.
 
-    def __init__(self, workload, target="llvm", space=None, predictor=None, repeats: int = 3):
+    ``measurer``: an ``InteractiveMeasurer``, or a function returning one when first
+    needed (an explorer's, shared); by default the sampler starts one of its own at
+    the first measurement and ``close`` ends it.
+    """
+
+    def __init__(self, workload, target="llvm", space=None, predictor=None, repeats: int = 3,
+                 measurer=None):
         self.workload = workload
-        self.runner = Runner(workload, target, repeats)
-        self.space = space if space is not None else default_space(workload, self.runner.target)
+        self.target = as_target(target)
+        self.repeats = repeats
+        self._measurer = measurer
+        self._owns_measurer = measurer is None
+        self.space = space if space is not None else DesignSpace(workload, self.target)
         self.predictor = predictor
         self.samples: list = []
 
+    @property
+    def measurer(self) -> InteractiveMeasurer:
+        if self._measurer is None:
+            self._measurer = InteractiveMeasurer(self.target, interactive_config(self.repeats))
+        elif not isinstance(self._measurer, InteractiveMeasurer):
+            self._measurer = self._measurer()
+        return self._measurer
+
+    def close(self) -> None:
+        """End the measurement worker this state started (a shared one is left alone)."""
+        if self._owns_measurer and self._measurer is not None:
+            self._measurer.close()
+            self._measurer = None
+
     def _draw(self, n: int, seed: int) -> list:
         if self.space is None:
-            raise RuntimeError("no design space: explorer.space is not available yet; pass "
-                               "space= (an object with sample(n, seed) or a callable)")
+            raise RuntimeError("no design space: pass space= (an explorer.space.DesignSpace, "
+                               "an object with sample(n, seed) or a callable)")
         fn = getattr(self.space, "sample", self.space)
         return list(fn(n, seed))
 
@@ -109,7 +125,7 @@ class SamplerState:
     def measure(self, on_each=None) -> list:
         """Build, check and time every sample; ``on_each(i)`` after each one."""
         for i, s in enumerate(self.samples):
-            self.samples[i] = replace(s, result=self.runner.run(s.schedule))
+            self.samples[i] = replace(s, result=self.measurer.measure(s.schedule))
             if on_each is not None:
                 on_each(i)
         return self.samples

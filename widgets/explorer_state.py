@@ -5,6 +5,11 @@ values: every step works on a copy, so undo is free), the selected block and
 loop, the last error and the last run. Widgets call its methods and redraw
 when it notifies them; tests drive it directly or through the widgets.
 
+Runs go through the engine: an ``explorer.measure.InteractiveMeasurer`` (one
+worker process, started at the first Run and kept) builds, checks and times the
+schedule as the tuner does; a kernel that crashes or hangs comes back as a
+failed result and the next Run gets a fresh worker.
+
 Loops and blocks are named by their names in the printed loop nest; the
 view-model turns names into the schedule's handles (``get_block`` /
 ``get_loops`` when it has none yet), so the trace stays replayable.
@@ -14,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from explorer import BlockRV, Schedule, Trace, Workload, ops
+from explorer.target import as_target
 from explorer.errors import ExplorerError, ScheduleError
+from explorer.ir.loop_tree import block_infos, loop_infos
 from explorer.ir.printer import to_html
 from explorer.ir.stmt import PrimFunc
-
-from ._nest import block_infos, divisors, loop_infos
-from ._run import RunResult, Runner
+from explorer.measure import InteractiveMeasurer, InteractiveResult, interactive_config
 
 
 @dataclass(frozen=True)
@@ -99,18 +104,32 @@ def _as_start(obj):
                     f"not {type(obj).__name__}")
 
 
-class ExplorerState:
-    """Current schedule, history, selection, last error and last run of one explorer."""
+def divisors(n: int) -> list:
+    """All divisors of ``n`` in increasing order (the split factors that leave no tail)."""
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
-    def __init__(self, obj, target="llvm", repeats: int = 5):
+
+class ExplorerState:
+    """Current schedule, history, selection, last error and last run of one explorer.
+
+    ``measurer``: an ``InteractiveMeasurer`` to run schedules with (shared with other
+    views); by default one for ``target`` with ``repeats`` timed repeats, started at
+    the first run and ended by :meth:`close`.
+    """
+
+    def __init__(self, obj, target="llvm", repeats: int = 5,
+                 measurer: InteractiveMeasurer | None = None):
         sch, self.workload = _as_start(obj)
-        self.runner = Runner(self.workload, target, repeats)
-        self.target = self.runner.target
+        self.target = measurer.target if measurer is not None else as_target(target)
+        self.repeats = repeats
+        self._measurer = measurer
+        self._owns_measurer = measurer is None
         self._cur = _Entry(sch)
         self._undo: list = []
         self._redo: list = []
         self.error: ErrorInfo | None = None
-        self.last_run: RunResult | None = None
+        self.last_run: InteractiveResult | None = None
         self.run_is_current = False
         self._observers: list = []
         self._fix_selection(self._cur)
@@ -360,12 +379,30 @@ class ExplorerState:
             r.block(self._block_name(block, "decompose_reduction")), r.loop(loop)))
 
     # ------------------------------------------------------------ running
-    def run(self) -> RunResult:
-        """Build, check against numpy and time the current schedule."""
-        self.last_run = self.runner.run(self.schedule)
+    @property
+    def measurer(self) -> InteractiveMeasurer:
+        """The engine's interactive measurer (started on first use)."""
+        if self._measurer is None:
+            self._measurer = InteractiveMeasurer(self.target, interactive_config(self.repeats))
+        return self._measurer
+
+    def run(self) -> InteractiveResult:
+        """Build, check and time the current schedule in the measurement worker (a
+        failure, a crash or a hang included, comes back as a result, never raised)."""
+        self.last_run = self.measurer.measure(self.schedule)
         self.run_is_current = True
         self._notify("run")
         return self.last_run
+
+    def roofline(self):
+        """The host's measured roofline (``explorer.measure.Roofline``), measured once."""
+        return self.measurer.roofline()
+
+    def close(self) -> None:
+        """End the measurement worker this state started (a shared one is left alone)."""
+        if self._owns_measurer and self._measurer is not None:
+            self._measurer.close()
+            self._measurer = None
 
 
 def _flat(loops) -> list:
