@@ -71,7 +71,7 @@ def extract(sch_or_func, target=None) -> np.ndarray:
 
 @functools.lru_cache(maxsize=16)
 def _machine_of_string(text: str) -> Machine:
-    from ..backends.target import as_target  # Target("llvm") reads the host: once per string
+    from ..target import as_target  # Target("llvm") reads the host: once per string
     return _machine(as_target(text))
 
 

@@ -254,7 +254,7 @@ def measure_baseline(impl: str, wl, threads: int | None = None,
                      config: RunConfig | None = None) -> float:
     """Median seconds of library ``impl`` ("numpy" or "torch") on workload ``wl``,
     measured in a process of its own; raises MeasureError when it cannot."""
-    from ..backends.target import Target
+    from ..target import Target
     if impl == "torch" and importlib.util.find_spec("torch") is None:
         raise MeasureError("PyTorch is not installed: pip install torch==2.13.0 (CPU build)")
     threads = threads or Target("llvm").num_cores or os.cpu_count() or 1

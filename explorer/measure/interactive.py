@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..backends.target import as_target
+from ..target import as_target
 from ..errors import MeasureError
 from .baselines import baseline_pool, baseline_request
 from .config import RunConfig

@@ -44,7 +44,7 @@ class Artifact:
 
 def _target(text: str):
     if text not in _targets:
-        from ..backends.target import Target
+        from ..target import Target
         _targets[text] = Target(text)
     return _targets[text]
 

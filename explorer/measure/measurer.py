@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 
-from ..backends.target import as_target
+from ..target import as_target
 from .builder import LocalBuilder
 from .config import RunConfig
 from .pool import WorkerPool

@@ -94,7 +94,7 @@ class MeasureInput:
         """The input for workload ``wl`` scheduled by ``trace`` (a Trace or its JSON).
         A user's workload travels as its JSON, with its expected outputs for the
         inputs of ``make_args(check_seed)`` computed here, once."""
-        from ..backends.target import as_target
+        from ..target import as_target
         trace = trace.as_json() if hasattr(trace, "as_json") else trace
         target = str(as_target(target))
         if wl.library:
