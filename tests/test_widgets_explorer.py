@@ -124,6 +124,7 @@ def test_run_button_shows_a_crash_or_a_hang_and_the_next_run_works(ex, gemm, mea
     r = ex.last_run
     assert not r.ok and r.error_kind == "crash" and "SIGSEGV" in r.error
     assert "run failed (crash)" in ex.result.value and "<details>" in ex.result.value
+    assert "this notebook is unaffected" in ex.result.value
     assert ex.run_button.description == "Run" and not ex.run_button.disabled
     ex.run_button.click()                           # a fresh worker: the next Run works
     assert ex.last_run.ok and ex.last_run.max_abs_error < 1e-3

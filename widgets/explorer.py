@@ -28,6 +28,7 @@ from .loop_tree import LoopTreeView
 from .primitive_panel import PrimitivePanel
 from .trace_view import TraceView
 
+WORKER_LOST = ("crash", "timeout", "build_crash", "build_timeout")
 STEPS = ("split", "tile", "reorder", "fuse", "parallel", "vectorize", "unroll", "bind",
          "cache_read", "cache_write", "compute_at", "reverse_compute_at", "compute_inline",
          "reverse_compute_inline", "decompose_reduction")
@@ -249,6 +250,9 @@ def result_html(r, current: bool = True) -> str:
         first, _, rest = (r.error or "").partition("\n")
         text = (f'<span class="se-result-error" style="color:#b71c1c">\u2717 run failed '
                 f"({html.escape(r.error_kind or 'error')}): {html.escape(first)}</span>")
+        if r.error_kind in WORKER_LOST:
+            text += ('<br><small style="color:#8d6e63">it ran in a measurement worker, which '
+                     "was replaced: this notebook is unaffected and the next Run works</small>")
         if rest.strip():
             text += (f"<details><summary>details</summary><pre style=\"font-size:11px\">"
                      f"{html.escape(rest)}</pre></details>")
