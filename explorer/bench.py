@@ -1,7 +1,7 @@
 """``explorer bench``: our kernels against numpy and PyTorch on named workloads.
 
 Each case is an (operator, shape); each is measured with the naive schedule
-(where affordable), the expert schedule (``explorer.expert``; the naive one with
+(where affordable), the expert schedule (``explorer.space.expert``; the naive one with
 a note while that module is missing), numpy (matmul, or im2col + sgemm for
 conv2d) and PyTorch when installed. Every contender runs in a process of its
 own (library threads spin after each call and would steal the machine from the
@@ -142,7 +142,7 @@ def naive_policy(flops: int, quick: bool) -> str:
 def expert_schedule_for(wl, target) -> tuple:
     """(schedule, note): the expert schedule, or the naive one and why."""
     try:
-        from .expert import expert_schedule
+        from .space.expert import expert_schedule
     except ImportError:
         return Schedule(wl), "explorer.expert is not available yet: 'expert' is the naive schedule"
     try:
@@ -366,7 +366,7 @@ class Bench:
                 "machine": {"cpu": getattr(self.target, "mcpu", ""),
                             "cores": os.cpu_count(), "loadavg_start": list(self.load_start)},
                 "versions": _versions(),
-                "expert": "explorer.expert" if importlib.util.find_spec("explorer.expert")
+                "expert": "explorer.space.expert" if importlib.util.find_spec("explorer.space.expert")
                 else "missing: naive schedule used"}
 
 

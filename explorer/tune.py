@@ -128,10 +128,10 @@ class Tuner:
         self._measurer = measurer
 
     def _expert_seeds(self) -> list:
+        from .space.expert import expert_trace
         try:
-            from .expert import expert_trace
             return [expert_trace(self.workload, self.target)]
-        except (ImportError, ExplorerError):
+        except ExplorerError:   # no expert schedule for this operator or target
             return []
 
     # ------------------------------------------------------------ resume
@@ -348,11 +348,8 @@ WRONG_ON_RETIME = ("wrong", "crash", "run")
 
 
 def _feature_version() -> int:
-    try:
-        from .features import FEATURE_VERSION
-        return FEATURE_VERSION
-    except ImportError:
-        return 0
+    from .features import FEATURE_VERSION
+    return FEATURE_VERSION
 
 
 def _model_metrics(preds: list, costs: list) -> dict:

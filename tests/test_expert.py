@@ -7,10 +7,10 @@ import sys
 import pytest
 
 from explorer import Target, Trace, build, lower, ops
-from explorer.expert import SUPPORTED, expert_schedule, expert_trace
 from explorer.ir.functor import walk_stmt
 from explorer.ir.stmt import For
 from explorer.space import DesignSpace, SpaceError
+from explorer.space.expert import SUPPORTED, expert_schedule, expert_trace
 from explorer.space.validate import check_on_interp
 
 # long runs: marked slow, and run only with EXPLORER_SLOW=1 (pytest runs every marker)
@@ -80,7 +80,7 @@ def test_unsupported_operators_say_what_exists():
 BENCH = r"""
 import json, sys, time, numpy as np
 from explorer import ops, build
-from explorer.expert import expert_schedule
+from explorer.space.expert import expert_schedule
 what, n, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 wl = ops.gemm(n, n, n)
 a = wl.make_args(0)

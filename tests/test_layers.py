@@ -17,7 +17,7 @@ LAYERS = [
     ("workload", "workload_json", "ops"),
     ("measure",),
     ("features", "space"),
-    ("cost_model", "expert"),
+    ("cost_model",),
     ("search", "database"),
     ("tune", "task_scheduler"),
     ("cli", "tune_cmd", "show_cmd", "bench", "demo"),

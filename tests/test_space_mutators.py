@@ -8,9 +8,9 @@ import random
 import pytest
 
 from explorer import Target, ops
-from explorer.expert import sketch_with_write_cache
 from explorer.space import DesignSpace
 from explorer.space import analysis as A
+from explorer.space.expert import sketch_with_write_cache
 from explorer.space.mutators import (MutateComputeLocation, MutateParallel,
                                      MutateThreadBinding, MutateTileSize, MutateUnroll)
 from explorer.space.mutators.gpu_limits import GPUTilingLimits

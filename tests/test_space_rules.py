@@ -4,11 +4,11 @@ import pytest
 
 from explorer import Schedule, Target, Trace, build, lower, ops
 from explorer.errors import ExplorerError
-from explorer.expert import expert_trace, sketch_with_write_cache
 from explorer.ir.functor import walk_stmt
 from explorer.ir.stmt import BlockRealize, For
 from explorer.space import DesignSpace, PostprocError
 from explorer.space import analysis as A
+from explorer.space.expert import expert_trace, sketch_with_write_cache
 from explorer.space.postprocs import (RewriteCooperativeFetch, RewriteParallelVectorizeUnroll,
                                       RewriteReductionBlock, RewriteUnboundBlock, VerifyGPUCode)
 from explorer.space.postprocs.parallel_vectorize_unroll import (plan_parallel_vectorize,

@@ -36,13 +36,13 @@ bias and relu run on the register tile (the consumer fused at tile level 2).
 """
 from __future__ import annotations
 
-from .backends.target import as_target
-from .ir.stmt import PrimFunc
-from .schedule.tree import find_block
-from .space import DesignSpace
-from .space import analysis as A
-from .space.errors import SpaceError
-from .space.replay import producers_of
+from ..backends.target import as_target
+from ..errors import SpaceError
+from ..ir.stmt import PrimFunc
+from ..schedule.tree import find_block
+from . import analysis as A
+from .design_space import DesignSpace
+from .replay import producers_of
 
 SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d")
 VECTOR_LANES = 16
@@ -119,7 +119,7 @@ def _conv_nchw(p: dict) -> dict:
     """Register tile: ``k3`` output channels x ``p3`` rows x ``q3`` columns (16
     accumulators); tasks over output rows, the channel chunks inside, so one task
     reuses its input rows from cache across all output channels."""
-    from .ops import _out_size
+    from ..ops import _out_size
     st, pad, dil = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
     P = _out_size("conv2d", "H", p["H"], p["R"], st[0], pad[0], dil[0])
     Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
@@ -138,7 +138,7 @@ def _conv_channel(p: dict) -> dict:
     broadcasts of the input), tasks over chunks of ``k3`` channels (each packs its
     weight slice once), all rows of a task inside it. Measured on one core (GFLOP/s,
     PyTorch 2.13 in brackets): C2 104 (99), C6 160 (111), C9 151 (120), C12 77 (66)."""
-    from .ops import _out_size
+    from ..ops import _out_size
     st, pad, dil = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
     P = _out_size("conv2d", "H", p["H"], p["R"], st[0], pad[0], dil[0])
     Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
