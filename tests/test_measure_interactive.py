@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from explorer import MeasureError, Schedule, ops, te
+from explorer import MeasureError, Schedule, Trace, Workload, ops, te
 from explorer.measure import InteractiveMeasurer, Roofline, interactive_config, measure_roofline
 from explorer.measure import interactive as interactive_mod
 
@@ -97,6 +97,9 @@ def test_a_user_operator_is_checked_against_its_unscheduled_program(m):
     r = m.measure(sch)
     assert r.ok and r.checked_by == "program" and r.max_abs_error == 0.0
     assert r.numpy is None and "unscheduled program" in r.summary()
+    wl = Workload.from_func(func, reference=lambda a: a * 2.0 + a.T)   # same key, new check
+    again = m.measure(Trace.from_json(sch.trace.as_json()).apply_to(Schedule(wl)))
+    assert again.ok and again.checked_by == "numpy" and again.max_abs_error < 1e-6
 
 
 def test_numpy_is_measured_without_the_openblas_overrides(monkeypatch):

@@ -224,7 +224,11 @@ class InteractiveMeasurer:
         computed once, in this process, for a user's workload)."""
         from ..workload import as_workload
         wl = as_workload(obj, "InteractiveMeasurer.measure")
-        return self._workloads.setdefault(wl.key, wl)
+        kept = self._workloads.get(wl.key)
+        if kept is None or (kept.checked_by, kept.reference_fn, kept.tolerance) != \
+                (wl.checked_by, wl.reference_fn, wl.tolerance):    # checked another way now
+            kept = self._workloads[wl.key] = wl
+        return kept
 
     def _run(self, wl, trace, target, seed: int, fault) -> MeasureResult:
         inp = MeasureInput.from_workload(wl, trace, target, seed=seed, fault=fault,
