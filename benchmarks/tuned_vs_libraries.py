@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from explorer import bench  # noqa: E402
+from explorer.cli import bench  # noqa: E402
 from explorer.backends.target import Target  # noqa: E402
 from explorer.database import Database  # noqa: E402
 from explorer.errors import ExplorerError  # noqa: E402

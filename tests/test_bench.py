@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from explorer import bench, ops
+from explorer import ops
+from explorer.cli import bench
 from explorer.errors import ExplorerError
 from explorer.measure import Reference
 from explorer.measure.baselines import numpy_impl, torch_impl

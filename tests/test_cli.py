@@ -88,7 +88,7 @@ def test_progress_lines_say_when_the_fastest_are_timed_again():
     import io
     from explorer.events import (CandidateMeasured, NewBest, Retiming, TuningFinished,
                                  TuningStarted)
-    from explorer.tune_cmd import Progress
+    from explorer.cli.tune import Progress
     out = io.StringIO()
     p = Progress(stream=out)
     p(TuningStarted("gemm", "llvm", 2, "evolutionary", 0))

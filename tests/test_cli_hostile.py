@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from explorer import cli
+from explorer.cli import common
 
 HUGE = "1000000,1000000,1"   # gemm A is 4 TB: more memory than any machine here
 OVERFLOW = "4000000000000,4000000000000,1"   # 1.6e25 elements: past 64-bit indices
@@ -256,14 +257,14 @@ def test_every_candidate_failing_says_why(place, capsys):
     ("1", 1), ("1,2", (1, 2)), ("true", True), ("False", False), ("NHWC", "NHWC"),
     ("0.5", 0.5)])
 def test_param_values_are_parsed_as_they_read(value, parsed):
-    from explorer.tune_cmd import _parse_value
+    from explorer.cli.tune import _parse_value
     assert _parse_value(value) == parsed
 
 
 def test_shape_values_may_be_spaced_and_params_may_be_pairs():
     from argparse import Namespace
 
-    from explorer.tune_cmd import workload_from_args
+    from explorer.cli.tune import workload_from_args
     wl = workload_from_args(Namespace(op="conv2d", shape=" 1, 3, 8, 8, 4, 3, 3 ",
                                       param=["padding=1,0"]))
     assert dict(wl.params)["padding"] == (1, 0) and dict(wl.params)["H"] == 8
@@ -277,8 +278,8 @@ def test_a_cpu_llvm_knows_is_accepted():
 
 
 def test_writability_checks_create_nothing(tmp_path):
-    cli.check_writable_dir(tmp_path / "a" / "b" / "c")
-    cli.check_writable_file(tmp_path / "out.json")
+    common.check_writable_dir(tmp_path / "a" / "b" / "c")
+    common.check_writable_file(tmp_path / "out.json")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -13,10 +13,10 @@ import json
 import sys
 import time
 
-from .cli import UsageError, check_fits, check_writable_dir, check_writable_file, one_line
-from .errors import ExplorerError
-from .events import (CandidateMeasured, NewBest, Retiming, RoundStarted, TuningFinished,
-                     TuningStarted)
+from ..errors import ExplorerError, UsageError
+from ..events import (CandidateMeasured, NewBest, Retiming, RoundStarted, TuningFinished,
+                      TuningStarted)
+from .common import check_fits, check_writable_dir, check_writable_file, one_line
 
 
 def add_arguments(p) -> None:
@@ -83,24 +83,24 @@ def check_numbers(args) -> None:
 def target_from_args(text: str):
     """The parsed ``--target``: UsageError for a bad string or a CPU LLVM does not know,
     BuildError (status 1) for a backend missing here."""
-    from .backends import check_buildable
-    from .backends.target import as_target, check_cpu
+    from ..backends import check_buildable
+    from ..target import as_target, check_cpu
     try:
         target = as_target(text)
     except ExplorerError as e:
         raise UsageError(f"--target: {e}") from None
-    check_buildable(target)
-    try:
+    try:    # before check_buildable, which also checks the CPU but as a BuildError
         check_cpu(target)
     except ExplorerError as e:
         raise UsageError(f"--target {text!r}: {e}") from None
+    check_buildable(target)
     return target
 
 
 def parse_shape(name: str, text: str | None) -> list:
     """``--shape`` as a list of positive ints, one per shape parameter of operator ``name``
     (empty when not given)."""
-    from . import ops
+    from .. import ops
     names = ops.registry[name].param_names
     example = ",".join(str(ops.registry[name].defaults[n]) for n in names)
     want = f"{name} takes {len(names)} comma-separated sizes ({','.join(names)}), e.g. " \
@@ -142,7 +142,7 @@ def parse_params(items: list) -> dict:
 
 def workload_from_args(args):
     """The workload of ``--op``, ``--shape`` and ``--param``; UsageError for a bad one."""
-    from . import ops
+    from .. import ops
     name = "gemm" if args.op is None else args.op
     if name not in ops.registry:
         raise UsageError(f"--op {name!r} is not an operator: use one of "
@@ -161,7 +161,7 @@ def workload_from_args(args):
 
 def suite_from_args(args) -> list:
     """The tasks of ``--suite``; UsageError for an unknown or malformed suite."""
-    from .task_scheduler import load_suite
+    from ..task_scheduler import load_suite
     if args.shape is not None or args.param:
         raise UsageError("--shape and --param apply to --op, not to --suite (a suite names "
                          "its own shapes)")
@@ -233,10 +233,7 @@ class Progress:
 
 
 def _numpy_gflops(wl):
-    try:
-        from .measure.baselines import measure_baseline
-    except ImportError:
-        return None
+    from ..measure.baselines import measure_baseline
     try:
         secs = measure_baseline("numpy", wl)
     except ExplorerError:
@@ -254,7 +251,7 @@ def _result_json(res, wl, numpy_gflops) -> dict:
 def main(args) -> int:
     """Check everything the run needs (numbers, target, workload, memory, where it
     writes), then tune; nothing is created when a check fails."""
-    from .database import Database
+    from ..database import Database
     check_numbers(args)
     target = target_from_args(args.target)
     work = suite_from_args(args) if args.suite else workload_from_args(args)
@@ -271,7 +268,7 @@ def main(args) -> int:
 
 
 def _tune_one(args, wl, target, db, progress) -> int:
-    from .tune import Tuner
+    from ..tune import Tuner
     tuner = Tuner(wl, target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
                   batch_size=args.batch_size, retime_top=args.retime)
@@ -306,7 +303,7 @@ def _write_json(path: str, data) -> None:
 
 
 def _tune_suite(args, tasks, target, db, progress) -> int:
-    from .task_scheduler import TaskScheduler
+    from ..task_scheduler import TaskScheduler
     ts = TaskScheduler(tasks, target, trials=args.trials, seed=args.seed, database=db,
                        batch_size=min(args.batch_size, 16), strategy=args.strategy,
                        cost_model=args.cost_model, retime_top=args.retime)

@@ -1,18 +1,18 @@
 """The demo job: schedule a matmul by hand, run it, print the loop nest and the check.
 
-    python -m explorer.demo [--size 256] [--target llvm]
+    explorer demo [--size 256] [--target llvm]
 """
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
 
-from . import ops
-from .backends import build
-from .errors import ExplorerError
-from .schedule import Schedule
+from .. import ops
+from ..backends import build
+from ..errors import ExplorerError, UsageError
+from ..schedule import Schedule
+from .common import check_fits
 
 
 def tiled_gemm(wl, tile_i: int = 8, tile_j: int = 16):
@@ -49,8 +49,7 @@ def add_arguments(p) -> None:
 
 def _checked(a) -> tuple:
     """(workload, target) of the arguments; UsageError naming what to fix."""
-    from .backends.target import as_target, check_cpu
-    from .cli import UsageError, check_fits
+    from ..target import as_target, check_cpu
     if a.size < 1:
         raise UsageError(f"--size {a.size} must be at least 1, e.g. --size 256")
     try:
@@ -66,7 +65,7 @@ def _checked(a) -> tuple:
 def _numpy_secs(wl) -> float:
     """numpy's time in a process of its own, without the OPENBLAS_CORETYPE/L2_SIZE
     overrides (as every baseline the CLI prints); in this process if that fails."""
-    from .measure.baselines import measure_baseline
+    from ..measure.baselines import measure_baseline
     try:
         return measure_baseline("numpy", wl)
     except ExplorerError:
@@ -74,11 +73,9 @@ def _numpy_secs(wl) -> float:
         return _time(lambda: wl.reference(*args[:2]))
 
 
-def main(args=None) -> int:
-    """``explorer demo``; errors raise ExplorerError (the CLI prints them on one line)."""
-    if args is None or isinstance(args, list):
-        from .cli import main as cli_main
-        return cli_main(["demo", *(sys.argv[1:] if args is None else args)])
+def main(args) -> int:
+    """``explorer demo`` with parsed ``args``; errors raise ExplorerError (the CLI prints
+    them on one line)."""
     wl, target = _checked(args)
     sch = tiled_gemm(wl)
     print(sch.script())
@@ -92,7 +89,3 @@ def main(args=None) -> int:
           f"GFLOP/s; numpy {wl.flops / ref / 1e9:.2f} GFLOP/s; result check passed (max abs "
           f"error {err:.2e})")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
+from ..errors import ExplorerError, UsageError
+
 
 def add_arguments(p) -> None:
     p.add_argument("--db", default="tuning_db", help="database directory (default tuning_db)")
@@ -15,8 +17,7 @@ def add_arguments(p) -> None:
 
 
 def _flops(entry) -> int | None:
-    from . import ops
-    from .errors import ExplorerError
+    from .. import ops
     try:
         return ops.get(entry["op"], **entry["params"]).flops
     except (KeyError, TypeError, ExplorerError):
@@ -29,7 +30,6 @@ DB_FILES = ("workloads.jsonl", "records.jsonl", "retimes.jsonl")
 def check_database_dir(path: str, option: str = "--db") -> None:
     """Raise UsageError unless ``path`` is a tuning database directory (one holding
     records.jsonl or workloads.jsonl, each a regular file)."""
-    from .cli import UsageError
     hint = f"tune first with explorer tune --db {path}"
     if not os.path.exists(path):
         raise UsageError(f"{option} {path}: no such directory; {hint}")
@@ -48,9 +48,7 @@ def check_database_dir(path: str, option: str = "--db") -> None:
 def _target_filter(text: str | None):
     """The records' target string to keep (None: all): ``--target llvm`` means this host's
     llvm target, as ``explorer tune --target llvm`` records it."""
-    from .backends.target import as_target
-    from .cli import UsageError
-    from .errors import ExplorerError
+    from ..target import as_target
     if text is None:
         return None
     try:
@@ -60,8 +58,7 @@ def _target_filter(text: str | None):
 
 
 def _trace_lines(trace) -> str:
-    from .errors import ExplorerError
-    from .schedule import Trace
+    from ..schedule import Trace
     try:
         return "    " + "\n    ".join(Trace.from_json(trace).as_python())
     except ExplorerError as e:
@@ -69,7 +66,7 @@ def _trace_lines(trace) -> str:
 
 
 def main(args) -> int:
-    from .database import Database, ranked
+    from ..database import Database, ranked
     check_database_dir(args.db)
     want = _target_filter(args.target)
     db = Database(args.db)

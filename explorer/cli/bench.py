@@ -1,9 +1,9 @@
 """``explorer bench``: our kernels against numpy and PyTorch on named workloads.
 
 Each case is an (operator, shape); each is measured with the naive schedule
-(where affordable), the expert schedule (``explorer.space.expert``; the naive one with
-a note while that module is missing), numpy (matmul, or im2col + sgemm for
-conv2d) and PyTorch when installed. Every contender runs in a process of its
+(where affordable), the expert schedule (``explorer.space.expert``; the naive one
+with a note for an operator it has no schedule for), numpy (matmul, or im2col +
+sgemm for conv2d) and PyTorch when installed. Every contender runs in a process of its
 own (library threads spin after each call and would steal the machine from the
 next contender), rounds are interleaved (each round measures every contender
 once, in a rotated order), and a row reports the median of all its samples
@@ -36,13 +36,16 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import ops
-from .backends.target import as_target
-from .errors import ExplorerError
-from .measure import LocalRunner, MeasureInput, MeasureResult, Measurer, RunConfig
-from .measure.baselines import baseline_pool, baseline_request
-from .measure.pool import WorkerDied, WorkerTimeout
-from .schedule import Schedule, Trace
+from .. import ops
+from ..errors import ExplorerError, UsageError
+from ..measure import LocalRunner, MeasureInput, MeasureResult, Measurer, RunConfig
+from ..measure.baselines import baseline_pool, baseline_request
+from ..measure.pool import WorkerDied, WorkerTimeout
+from ..schedule import Schedule, Trace
+from ..space.expert import expert_schedule
+from ..target import as_target, check_cpu
+from .common import check_fits, check_writable_file
+from .show import check_database_dir
 
 BUILD_GOAL_SECS = 0.15
 SETTLE_SECS = 0.1  # after a library call, let its spinning threads go to sleep
@@ -142,12 +145,8 @@ def naive_policy(flops: int, quick: bool) -> str:
 def expert_schedule_for(wl, target) -> tuple:
     """(schedule, note): the expert schedule, or the naive one and why."""
     try:
-        from .space.expert import expert_schedule
-    except ImportError:
-        return Schedule(wl), "explorer.expert is not available yet: 'expert' is the naive schedule"
-    try:
         return expert_schedule(wl, target=str(target)), ""
-    except Exception as e:  # a missing or broken expert must not stop the bench
+    except Exception as e:  # no expert for this operator, or a broken one: bench on
         why = str(e) if isinstance(e, ExplorerError) else f"{type(e).__name__}: {e}"
         return Schedule(wl), (f"no expert schedule for {wl.key} ({why}): 'expert' is the "
                               "naive schedule")
@@ -365,9 +364,7 @@ class Bench:
                 "min_repeat_secs": self.cfg.min_repeat_secs, "quick": self.quick,
                 "machine": {"cpu": getattr(self.target, "mcpu", ""),
                             "cores": os.cpu_count(), "loadavg_start": list(self.load_start)},
-                "versions": _versions(),
-                "expert": "explorer.space.expert" if importlib.util.find_spec("explorer.space.expert")
-                else "missing: naive schedule used"}
+                "versions": _versions(), "expert": "explorer.space.expert"}
 
 
 def _versions() -> dict:
@@ -501,9 +498,7 @@ def _list() -> int:
 def check_args(args) -> tuple:
     """(cases, target) of ``args`` after every check that needs no measuring: cases and
     their memory, target (LLVM must know its CPU), counts, --json and --db. Raises
-    cli.UsageError naming what to fix; creates nothing."""
-    from .backends.target import check_cpu
-    from .cli import UsageError, check_fits, check_writable_file
+    UsageError naming what to fix; creates nothing."""
     try:
         cases = resolve_cases([c for text in args.cases for c in split_cases(text)])
         target = as_target(args.target)
@@ -521,20 +516,19 @@ def check_args(args) -> tuple:
     if args.json:
         check_writable_file(args.json, "--json")
     if args.db:
-        from .show_cmd import check_database_dir
         check_database_dir(args.db)
     return cases, target
 
 
 def main(args) -> int:
-    """Run ``explorer bench`` with parsed ``args``; usage errors raise cli.UsageError."""
+    """Run ``explorer bench`` with parsed ``args``; usage errors raise UsageError."""
     if args.list:
         return _list()
     cases, target = check_args(args)
     rounds = args.repeats or (2 if args.quick else 5)
     db = None
     if args.db:
-        from .database import Database
+        from ..database import Database
         db = Database(args.db)
     bench = Bench(target, args.threads, rounds, args.quick, torch=not args.no_torch, db=db)
     try:
