@@ -1,6 +1,7 @@
 """The package as a user installs it: a wheel in a fresh virtual environment, used
 from a directory outside the repository, finds its suites (package data)."""
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -13,8 +14,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.mark.slow
 def test_suite_tuning_from_a_non_editable_install(tmp_path):
     wheels = tmp_path / "wheels"
+    src = tmp_path / "src"          # a clean copy: setuptools leaves build/ in the tree
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", "build", "*.egg-info", "artifacts", "__pycache__", ".hypothesis", "tuning_db"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                    ROOT], check=True, timeout=600)
+                    str(src)], check=True, timeout=600)
     env_dir = tmp_path / "venv"
     # the dependencies come from this interpreter; the package itself only from the wheel
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)

@@ -53,3 +53,32 @@ def test_build_refuses_an_unknown_cpu_instead_of_aborting_the_process():
     wl = ops.get("gemm", 4, 4, 4)
     with pytest.raises(BuildError, match="does not know the CPU"):
         build(Schedule(wl), "llvm -mcpu=bogus")
+
+
+def _register_tile(target, rows, vectors):
+    """gemm with a rows x (vectors x lanes) accumulator tile in a local write cache."""
+    lanes = target.vector_lanes
+    wl = ops.get("gemm", 16, 4 * lanes, 16)
+    sch = Schedule(wl)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    io, ii = sch.split(i, [None, rows])
+    jo, ji = sch.split(j, [None, vectors * lanes])
+    sch.reorder(io, jo, k, ii, ji)
+    sch.reverse_compute_at(sch.cache_write(c, 0, "local"), jo)
+    sch.unroll(ii)
+    sch.vectorize(ji)
+    return wl, sch
+
+
+@pytest.mark.parametrize("mcpu,kept", [("haswell", False), ("skylake-avx512", True)])
+def test_features_budget_accumulators_against_the_targets_registers(mcpu, kept):
+    from explorer.features import extract, feature_names
+    target = Target(f"llvm -mcpu={mcpu}")
+    wl, sch = _register_tile(target, 4, 4)            # 16 vector accumulators
+    col = feature_names().index("acc_in_regs")
+    in_regs = 2.0 ** extract(sch, target)[0, col] - 1
+    assert in_regs == (1.0 if kept else 0.5)          # 0.5: would stay, but spills
+    args = wl.make_args(seed=0)
+    build(sch, "llvm")(*args)                         # the host runs either tile
+    wl.check(args)

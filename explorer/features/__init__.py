@@ -84,7 +84,7 @@ def _machine(target) -> Machine:
         raise FeatureError(f"extract: target must be a Target, a target string or None, "
                            f"not {type(target).__name__}")
     return Machine(is_gpu=target.kind == "cuda", cores=max(1, target.num_cores or 1),
-                   lanes=target.vector_lanes,
+                   lanes=target.vector_lanes, registers=target.vector_registers,
                    caches=(target.l1_bytes, target.l2_bytes, target.l3_bytes))
 
 

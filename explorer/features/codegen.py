@@ -41,7 +41,6 @@ from . import access as acc_mod
 
 FMA_PORTS, LOAD_PORTS, STORE_PORTS = 2.0, 2.0, 1.0
 FMA_LATENCY, STORE_FORWARD = 4.0, 5.0
-REGISTERS = 32          # vector registers with AVX-512 (16 lanes); 16 with narrower ones
 LOOP_OVERHEAD = 1.0     # cycles per iteration of the innermost loop
 MAX_VECTOR_LANES = 64   # the backend emits longer vectorized loops as a loop over chunks
 FULL_UNROLL = 300       # LLVM's O3 full-unroll threshold, in instructions
@@ -66,11 +65,6 @@ def vector_instructions(lanes: int, hw: int) -> int:
     powers of two for the rest (the backend's ``vector_pieces``)."""
     full, rest = divmod(lanes, hw)
     return full + bin(rest).count("1")
-
-
-def registers(lanes: int) -> int:
-    """Vector registers of a target with ``lanes`` float32 lanes."""
-    return REGISTERS if lanes >= 16 else 16
 
 
 def _step(a, var):
@@ -152,7 +146,7 @@ def codegen_features(accesses, loops, m, flops: float, used_cores: float,
     distinct = [a.numel[level] if level < n else 1 for a in accesses]
     inner = loops[k] if k >= 0 else None
     last = loops[-1]
-    regs = registers(hw)
+    regs = m.registers
     reads = [(a, d) for a, d in zip(accesses[1:], distinct[1:])
              if a.buffer.name != store.buffer.name]
 

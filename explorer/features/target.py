@@ -31,6 +31,7 @@ class Machine:
     is_gpu: bool = False
     cores: int = 1
     lanes: int = 8
+    registers: int = 16       # vector registers (Target.vector_registers)
     caches: tuple = (32 * 1024, 1024 * 1024, 32 * 1024 * 1024)
     cache_line: int = CACHE_LINE_BYTES
 
