@@ -6,11 +6,12 @@ Shared by the property tests (``test_properties.py``), the saved regression case
 - a primitive that raises raises an ``ExplorerError`` subclass and leaves the
   schedule as it was (function, trace and printed script), see :func:`apply_step`;
 - every loop extent fits the int32 index type (``explorer.limits.MAX_EXTENT``);
-- the trace round-trips through JSON and replays to the same function;
+- the trace prints as Python, round-trips through JSON and replays to the same
+  function;
 - the schedule computes what numpy computes on the interpreter and on LLVM,
   with every output pre-filled with NaN (a sentinel for int32) so that an
-  element no loop writes shows; a schedule with GPU thread bindings must be
-  refused by LLVM with a ``BuildError`` instead.
+  element no loop writes shows, and leaves its inputs as they were; a schedule
+  with GPU thread bindings must be refused by LLVM with a ``BuildError`` instead.
 
 A failure is a :class:`PropertyFailure` whose subclass says which property broke;
 :func:`save_regression` writes it as JSON that ``test_regressions.py`` replays.
@@ -27,9 +28,9 @@ import signal
 import numpy as np
 
 from explorer import INLINE, ROOT, BuildError, ExplorerError, Schedule, Trace, build, lower, ops
+from explorer.ir.functor import iter_nodes, stmt_children
 from explorer.ir.stmt import BlockRealize, For
 from explorer.limits import MAX_EXTENT
-from explorer.ir.functor import iter_nodes, stmt_children
 from explorer.schedule.rv import RV
 from explorer.schedule.trace import Instruction
 
@@ -184,8 +185,13 @@ def check_extents(sch: Schedule) -> None:
 
 
 def check_replay(sch: Schedule, wl) -> None:
-    """The trace's JSON loads and replays, on a fresh schedule, to the same function."""
+    """The trace prints as Python, and its JSON loads and replays, on a fresh schedule,
+    to the same function."""
     text = sch.trace.dumps()
+    try:
+        str(sch.trace)
+    except Exception as err:
+        raise RawException(f"printing the trace raised {type(err).__name__}: {err}") from err
     try:
         again = Trace.from_json(json.loads(text)).apply_to(Schedule(wl, seed=sch.seed))
     except ExplorerError as err:
@@ -228,10 +234,16 @@ def run_on(sch: Schedule, wl, target: str, seed: int = 0, fork: bool = False) ->
         raise RawException(f"build for {target} raised {type(err).__name__}: {err}\n"
                            f"{sch.script()}") from err
     args = nan_args(wl, seed, shared=fork)
+    inputs = [a.copy() for a, p in zip(args, wl.func.params) if p.name not in wl.outputs]
     if fork and hasattr(os, "fork"):
         _run_forked(kernel, args, target)
     else:
         _run_here(kernel, args, target)
+    after = [a for a, p in zip(args, wl.func.params) if p.name not in wl.outputs]
+    for name, a, b in zip(wl.inputs, inputs, after):
+        if not np.array_equal(a, b, equal_nan=True):
+            raise WrongResult(f"{target}: the kernel wrote into its input {name}\n"
+                              f"{lower(sch.func).script()}")
     try:
         return wl.check(args)
     except ExplorerError as err:
