@@ -1,4 +1,5 @@
 """The ``explorer`` command line: help, subcommand table, and usage errors with exit 2."""
+import json
 import subprocess
 import sys
 
@@ -147,3 +148,40 @@ def test_tune_refused_before_the_database_is_created(tmp_path, capsys):
         cli.main(["tune", "--shape", "64,64", "--db", str(db)])
     assert e.value.code == 2 and not db.exists()
     assert "shape" in capsys.readouterr().err
+
+
+def _tiny_tune(db, trials: int, what=("--op", "row_sum", "--shape", "4,4")) -> list:
+    return ["tune", *what, "--trials", str(trials), "--batch-size", "2", "--retime", "0",
+            "--strategy", "replay", "--cost-model", "random", "--no-numpy", "--quiet",
+            "--db", str(db)]
+
+
+def test_tune_again_on_a_database_that_holds_the_budget_says_how_to_go_on(tmp_path, capsys):
+    """Before, the second run measured nothing and said nothing: the database's records
+    count toward --trials."""
+    from explorer.database import Database
+    db = tmp_path / "db"
+    assert cli.main(_tiny_tune(db, 2)) == 0
+    assert capsys.readouterr().err == ""
+    assert cli.main(_tiny_tune(db, 2)) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"explorer tune: {db} already holds 2 trials "
+                                               "of row_sum(M=4,N=4")
+    assert err[0].endswith("the whole --trials 2 budget: no new trials are run; to tune "
+                           "further, raise --trials (the records held count toward it, e.g. "
+                           "--trials 4) or give another --db")
+    assert len(Database(db).records()) == 2
+    assert cli.main(_tiny_tune(db, 3)) == 0           # as the line says: one more trial
+    assert capsys.readouterr().err == "" and len(Database(db).records()) == 3
+
+
+def test_tune_a_suite_again_on_a_database_that_holds_the_budget_says_so(tmp_path, capsys):
+    suite = tmp_path / "tiny.json"
+    suite.write_text(json.dumps({"tasks": [{"op": "row_sum", "params": {"M": 4, "N": 4}}]}))
+    argv = _tiny_tune(tmp_path / "db", 2, what=("--suite", str(suite)))
+    assert cli.main(argv) == 0 and capsys.readouterr().err == ""
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"already holds 2 trials of each task of suite {suite} (1 task), " \
+        "the whole --trials 2 budget: no new trials are run" in err[0]
+

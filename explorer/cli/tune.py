@@ -5,7 +5,9 @@
 
 Every measured candidate is appended to the database directory (``--db``), so
 an interrupted run resumes where it stopped when started again with the same
-arguments; ``explorer show --db DIR`` prints the best schedule per workload.
+arguments (the records held count toward ``--trials``; a run that finds them all
+there says so and measures nothing new); ``explorer show --db DIR`` prints the
+best schedule per workload.
 """
 from __future__ import annotations
 
@@ -232,6 +234,44 @@ class Progress:
         self.stream.flush()
 
 
+class BudgetNote:
+    """Says in one line on stderr, before any re-timing, that the database already held
+    the whole trial budget of every tuner (the database's records count toward
+    ``--trials``), so this run measures nothing new, and how to go on."""
+
+    def __init__(self, tuners: list, db, trials: int, suite: str | None = None,
+                 stream=None):
+        self.tuners, self.db, self.trials, self.suite = tuners, db, trials, suite
+        self.stream = sys.stderr if stream is None else stream
+        self.said = False
+
+    def __call__(self, ev) -> None:
+        # the first of these comes after every tuner has read the database
+        if self.said or not isinstance(ev, (RoundStarted, Retiming, TuningFinished)):
+            return
+        self.said = True
+        states = [t.state for t in self.tuners]
+        if any(s.measured or s.trial < self.trials for s in states):
+            return
+        if self.suite is None and states[0].best is None:
+            return   # the closing line says why no candidate ran correctly
+        more = max(s.trial for s in states) + self.trials
+        print(f"explorer tune: {self._held(states)}, the whole --trials {self.trials} "
+              "budget: no new trials are run; to tune further, raise --trials (the records "
+              f"held count toward it, e.g. --trials {more}) or give another --db",
+              file=self.stream)
+
+    def _held(self, states: list) -> str:
+        if self.suite is None:
+            t = self.tuners[0]
+            return (f"{self.db.path} already holds {states[0].trial} trials of "
+                    f"{t.workload.key} on {t.target}")
+        lo, hi = min(s.trial for s in states), max(s.trial for s in states)
+        n = len(states)
+        return (f"{self.db.path} already holds {lo if lo == hi else f'{lo} to {hi}'} trials "
+                f"of each task of suite {self.suite} ({n} task{'s' if n > 1 else ''})")
+
+
 def _numpy_gflops(wl):
     from ..measure.baselines import measure_baseline
     try:
@@ -272,6 +312,7 @@ def _tune_one(args, wl, target, db, progress) -> int:
     tuner = Tuner(wl, target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
                   batch_size=args.batch_size, retime_top=args.retime)
+    tuner.events.subscribe(BudgetNote([tuner], db, args.trials))
     tuner.events.subscribe(progress)
     res = tuner.run()
     npg = None if args.no_numpy else _numpy_gflops(wl)
@@ -307,7 +348,9 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
     ts = TaskScheduler(tasks, target, trials=args.trials, seed=args.seed, database=db,
                        batch_size=min(args.batch_size, 16), strategy=args.strategy,
                        cost_model=args.cost_model, retime_top=args.retime)
+    note = BudgetNote(ts.tuners, db, args.trials, suite=args.suite)
     for t in ts.tuners:
+        t.events.subscribe(note)
         t.events.subscribe(progress)
     results = ts.run()
     outs = []
