@@ -147,7 +147,9 @@ class ExprEmitter(AccessEmitter):
         return op(a, b, flags=flags)
 
     def _div(self, e, mask):
-        a, b = self.unify(self.emit(e.a, mask), self.emit(e.b, mask))
+        a, b = self.emit(e.a, mask), self.emit(e.b, mask)
+        divisor = const_int(b)   # before unify: a broadcast constant is no longer one
+        a, b = self.unify(a, b)
         if is_float(a.type):
             if isinstance(e, Div):
                 return self.b.fdiv(a, b)
@@ -155,7 +157,10 @@ class ExprEmitter(AccessEmitter):
             if isinstance(e, FloorDiv):
                 return q
             return self.b.fsub(a, self.b.fmul(q, b))
-        if mask is not None and const_int(b) is None:  # a guarded division: never by 0
+        # A guarded division never divides by 0. A constant divisor needs no guard, and
+        # must not get one: the quotient is then pure (analysis.has_unsafe), reused for
+        # the same index outside the guard (emit_index), where masked-off lanes count too.
+        if mask is not None and divisor is None:
             b = self.b.select(self.guard_for(b, mask), b, splat_const(b.type, 1))
         return self.int_floordiv(a, b, isinstance(e, FloorMod))
 
