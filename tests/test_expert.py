@@ -115,3 +115,34 @@ def test_expert_gemm_1024_reaches_70_percent_of_numpy(record_property):
     print(f"\ngemm 1024: expert {best['expert']:.1f} GFLOP/s, numpy {best['numpy']:.1f}, "
           f"{ratio:.0%}")
     assert ratio >= 0.7
+
+
+@pytest.mark.parametrize("mcpu,lanes,budget", [("haswell", 8, 12), ("skylake-avx512", 16, 16)])
+def test_expert_register_tiles_fit_the_targets_registers(mcpu, lanes, budget):
+    """The expert's tiles come from the target: an AVX2 CPU gets 8-lane vectors and at
+    most 12 accumulators (AVX-512's 4 x 64 tile there needs 32 of its 16 registers:
+    44 GFLOP/s against 90 for the budgeted tile, gemm 1024 compiled for haswell)."""
+    from explorer.space.expert import _tile_plan
+    from explorer.target import Target
+    target = Target(f"llvm -mcpu={mcpu}")
+    for wl in (ops.get("gemm", 1024, 1024, 1024), ops.get("gemm", 96, 48, 64),
+               ops.resnet18_conv("C6")):
+        plan = _tile_plan(wl, target)
+        if wl.name == "gemm":
+            rows, cols = plan["i"][3], plan["j"][3]
+            assert rows * -(-cols // lanes) <= budget, (wl.key, plan)
+        else:
+            k3, p3, q3 = plan["k"][3], plan["p"][3], plan["q"][3]
+            assert k3 * p3 * -(-q3 // lanes) <= budget, (wl.key, plan)
+
+
+def test_expert_for_an_avx2_target_is_correct():
+    from explorer.target import Target, host
+    if "+avx2" not in host.host_cpu()[1].split(","):
+        pytest.skip("this host cannot run AVX2 code")
+    target = Target("llvm -mcpu=haswell")
+    wl = ops.get("gemm", 64, 96, 32)
+    sch = expert_schedule(wl, target)
+    args = wl.make_args(seed=0)
+    build(sch, target)(*args)
+    wl.check(args)

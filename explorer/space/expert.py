@@ -2,18 +2,19 @@
 
 An expert schedule here is not a separate hand-written program: it is a sketch
 of ``DesignSpace(workload, "llvm")`` (multi-level tiling SSRSRS with the write
-cache at level 2) with decisions picked by the rules of thumb for this
-machine (``shared/LLVM-NOTES.md``), so a tuner can seed its population with it
+cache at level 2) with decisions picked by rules of thumb for the target's
+vector width and register count, so a tuner can seed its population with it
 and never ends worse than it::
 
     sch = expert_schedule(ops.gemm(1024, 1024, 1024))
     trace = expert_trace(ops.gemm(1024, 1024, 1024))   # the same, as a trace
 
-The shape for a contraction ``C[.., i, j] += A[.., i, k] * B[.., k, j]``
-(measured on this 2-core AVX-512 machine, see the tests and the closing notes):
+The shape for a contraction ``C[.., i, j] += A[.., i, k] * B[.., k, j]`` (tuned by
+measurement on AVX-512 and AVX2 hosts):
 
-- a register tile of ``MR`` rows x ``NR`` columns, 16 vector accumulators (4 x 64
-  for gemm 1024: 4 rows x 4 vectors of 16 floats), held in the ``local`` write
+- a register tile of ``MR`` rows x ``NR`` columns within the accumulator budget
+  (``_Budget``: 16 vector accumulators of AVX-512's 32 registers, e.g. 4 rows x 4
+  vectors of 16 floats for gemm 1024; 12 of AVX2's 16), held in the ``local`` write
   cache at tile level 2, which lowering sizes to the tile, so LLVM keeps it in
   registers for the whole reduction;
 - the panel of B that a column tile reads packed into contiguous memory once per
@@ -25,8 +26,8 @@ The shape for a contraction ``C[.., i, j] += A[.., i, k] * B[.., k, j]``
   row blocks), the init of the accumulators split from the update.
 
 For conv2d (NCHW) whose output rows do not fill the vectors (a column count that is
-not a multiple of 16: every ResNet-18 layer) the expert takes the space's
-channel-vectorized sketch: 2 vectors of output channels x up to 7 columns, the
+not a multiple of the lanes: every ResNet-18 layer) the expert takes the space's
+channel-vectorized sketch: 2 vectors of output channels x a few columns, the
 weight slice of a task packed channel-last (``_conv_channel``). Otherwise the register tile is ``k3`` output channels x ``p3`` rows x
 ``q3`` columns of the output (vectorized over columns), tasks over output rows
 with the channel chunks inside (the input rows stay in cache across channels),
@@ -36,7 +37,7 @@ bias and relu run on the register tile (the consumer fused at tile level 2).
 """
 from __future__ import annotations
 
-from ..backends.target import as_target
+from ..target import as_target
 from ..errors import SpaceError
 from ..ir.stmt import PrimFunc
 from ..schedule.tree import find_block
@@ -45,7 +46,7 @@ from .design_space import DesignSpace
 from .replay import producers_of
 
 SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d")
-VECTOR_LANES = 16
+OPERAND_REGISTERS = 4     # vector registers a micro-kernel leaves for B's loads and A's broadcast
 UNROLL_STEP = 64          # unroll the micro-kernel, keep the reduction loop a loop
 
 
@@ -67,7 +68,8 @@ def expert_trace(workload, target="llvm"):
     if name == "conv2d":
         try:   # the output channel vectorized, when the space offers it
             trace = sketch_with_write_cache(space, 2, packed=True, channel=True)
-            return _with_decisions(trace, space, _conv_channel(dict(workload.params)))
+            return _with_decisions(trace, space,
+                                   _conv_channel(dict(workload.params), _Budget.of(target)))
         except SpaceError:
             pass
     plan = _tile_plan(workload, target)
@@ -93,45 +95,66 @@ def expert_schedule(workload, target="llvm"):
 
 # ------------------------------------------------------------------ decisions
 
+class _Budget:
+    """What a register tile may use on ``target``: fp32 lanes per vector, and vector
+    accumulators (at most 16 of AVX-512's 32 registers, as measured; 12 of AVX2's 16)."""
+
+    def __init__(self, lanes: int, accumulators: int):
+        self.lanes, self.acc = lanes, accumulators
+
+    @staticmethod
+    def of(target) -> "_Budget":
+        return _Budget(target.vector_lanes, min(16, target.vector_registers - OPERAND_REGISTERS))
+
+    def vectors(self, columns: int) -> int:
+        return -(-columns // self.lanes)
+
+
 def _tile_plan(wl, target) -> dict:
     """Iteration variable name -> tile factors (4 levels spatial, 2 reduction)."""
     p = dict(wl.params)
+    budget = _Budget.of(target)
     if wl.name == "conv2d":
-        return _conv_nchw(p)
+        return _conv_nchw(p, budget)
     # dense reads W[j, k]: its columns are gathered, wide vectors gather badly (measured,
     # dense_bias_relu 512, 1 thread: 4 x 64 10 GFLOP/s, 8 x 32 44)
-    plan = _contraction(p["M"], p["N"], p["K"], gathered=wl.name == "dense_bias_relu")
+    plan = _contraction(p["M"], p["N"], p["K"], budget,
+                        gathered=wl.name == "dense_bias_relu")
     if wl.name == "batch_matmul":
         plan["b"] = [p["B"], 1, 1, 1]     # one batch per task
     return plan
 
 
-def _contraction(m: int, n: int, k: int, gathered: bool = False) -> dict:
+def _contraction(m: int, n: int, k: int, budget: _Budget, gathered: bool = False) -> dict:
     """Column tiles of ``NR`` (up to 4 vectors) in parallel, ``MR`` rows per register
-    tile so that ``MR x NR / 16 <= 16`` accumulators, the reduction in blocks of 64."""
-    nr = _pick(n, (32, 16, 8) if gathered else (64, 32, 48, 16, 8, 24))
-    vectors = -(-nr // VECTOR_LANES)
-    mr = _pick(m, tuple(r for r in (8, 6, 7, 5, 4, 3, 2) if r * vectors <= 16), limit=1)
+    tile so that ``MR x NR / lanes`` fits the accumulator budget, the reduction in
+    blocks of 64."""
+    lanes = budget.lanes
+    widths = (2, 1, 0.5) if gathered else (4, 2, 3, 1, 0.5, 1.5)
+    nr = _pick(n, tuple(int(w * lanes) for w in widths if w * budget.lanes >= 1
+                        and w <= budget.acc // 2))
+    vectors = budget.vectors(nr)
+    mr = _pick(m, tuple(r for r in (8, 6, 7, 5, 4, 3, 2) if r * vectors <= budget.acc), limit=1)
     return {"i": [1, m // mr, 1, mr], "j": [n // nr, 1, 1, nr], "k": _reduction(k)}
 
 
-def _conv_nchw(p: dict) -> dict:
-    """Register tile: ``k3`` output channels x ``p3`` rows x ``q3`` columns (16
-    accumulators); tasks over output rows, the channel chunks inside, so one task
+def _conv_nchw(p: dict, budget: _Budget) -> dict:
+    """Register tile: ``k3`` output channels x ``p3`` rows x ``q3`` columns (the
+    accumulator budget); tasks over output rows, the channel chunks inside, so one task
     reuses its input rows from cache across all output channels."""
     from ..ops import _out_size
     st, pad, dil = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
     P = _out_size("conv2d", "H", p["H"], p["R"], st[0], pad[0], dil[0])
     Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
-    q3 = _pick(Q, tuple(range(min(Q, 2 * VECTOR_LANES), 0, -1)))
-    vectors = -(-q3 // VECTOR_LANES)
-    k3 = _pick(p["K"], (8, 4, 2), limit=1)
-    p3 = _pick(P, tuple(r for r in (4, 2, 1) if k3 * r * vectors <= 16), limit=1)
+    q3 = _pick(Q, tuple(range(min(Q, 2 * budget.lanes), 0, -1)))
+    vectors = budget.vectors(q3)
+    k3 = _pick(p["K"], tuple(c for c in (8, 4, 2) if c * vectors <= budget.acc), limit=1)
+    p3 = _pick(P, tuple(r for r in (4, 2, 1) if k3 * r * vectors <= budget.acc), limit=1)
     return {"n": [p["N"], 1, 1, 1], "k": [1, p["K"] // k3, 1, k3], "p": [P // p3, 1, 1, p3],
             "q": [1, Q // q3, 1, q3], "rc": [p["C"], 1], "ry": [1, p["R"]], "rx": [1, p["S"]]}
 
 
-def _conv_channel(p: dict) -> dict:
+def _conv_channel(p: dict, budget: _Budget) -> dict:
     """The channel-vectorized conv (``MultiLevelTiling.add_vector_channel``): a register
     tile of ``k3`` = 2 vectors of output channels x ``q3`` <= 7 columns (14
     accumulators; per reduction step 2 vector loads of the packed weight and ``q3``
@@ -142,9 +165,10 @@ def _conv_channel(p: dict) -> dict:
     st, pad, dil = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
     P = _out_size("conv2d", "H", p["H"], p["R"], st[0], pad[0], dil[0])
     Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
-    k3 = _pick(p["K"], (2 * VECTOR_LANES, VECTOR_LANES, 8), limit=VECTOR_LANES)
-    vectors = -(-k3 // VECTOR_LANES)
-    q3 = _pick(Q, tuple(range(min(Q, 14 // vectors), 0, -1)))
+    lanes = budget.lanes
+    k3 = _pick(p["K"], (2 * lanes, lanes, max(1, lanes // 2)), limit=lanes)
+    vectors = budget.vectors(k3)
+    q3 = _pick(Q, tuple(range(min(Q, max(1, (budget.acc - 2) // vectors)), 0, -1)))
     return {"n": [p["N"], 1, 1, 1], "k": [p["K"] // k3, 1, 1, k3], "p": [1, P, 1, 1],
             "q": [1, Q // q3, 1, q3], "rc": [p["C"], 1], "ry": [1, p["R"]], "rx": [1, p["S"]]}
 
