@@ -61,7 +61,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from explorer import ScheduleError, Schedule, build, lower, ops  # noqa: E402
-from explorer.backends import Target  # noqa: E402
+from explorer.target import Target  # noqa: E402
 from explorer.cost_model import METASCHEDULE, RandomModel, XGBCostModel  # noqa: E402
 from explorer.cost_model.metrics import pairwise_rank_accuracy, top_k_recall  # noqa: E402
 from explorer.features import NUM_FEATURES, extract  # noqa: E402

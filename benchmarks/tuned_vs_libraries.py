@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from explorer.cli import bench  # noqa: E402
-from explorer.backends.target import Target  # noqa: E402
+from explorer.target import Target  # noqa: E402
 from explorer.database import Database  # noqa: E402
 from explorer.errors import ExplorerError  # noqa: E402
 from explorer.tune import Tuner  # noqa: E402

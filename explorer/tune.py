@@ -28,7 +28,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 
-from .backends.target import as_target
+from .target import as_target
 from .database import Database, TuningRecord, ranked
 from .errors import ExplorerError
 from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, Retimed, Retiming,

@@ -234,7 +234,7 @@ def test_show_on_a_database_without_records_says_so(place, capsys):
 def test_every_candidate_failing_says_why(place, capsys):
     """A run where nothing builds ends with one line naming the error, not silently."""
     from explorer import Schedule, ops
-    from explorer.backends.target import as_target
+    from explorer.target import as_target
     from explorer.database import Database, TuningRecord
     wl = ops.get("row_sum", 4, 4)
     db = Database(place["db"])
@@ -273,7 +273,7 @@ def test_shape_values_may_be_spaced_and_params_may_be_pairs():
 
 
 def test_a_cpu_llvm_knows_is_accepted():
-    from explorer.backends.target import Target, check_cpu
+    from explorer.target import Target, check_cpu
     check_cpu(Target("llvm -mcpu=x86-64" if "x86" in os.uname().machine else "llvm"))
 
 

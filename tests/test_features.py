@@ -200,7 +200,7 @@ def test_loop_order_and_tiling_move_memory_features():
 
 
 def test_target_group_reads_target_and_inner_loop():
-    from explorer.backends import Target
+    from explorer.target import Target
     t = Target("llvm -num-cores=4", vector_bits=512, l1_bytes=512, l2_bytes=4096,
                l3_bytes=1 << 20)
 
@@ -226,7 +226,7 @@ def test_target_group_reads_target_and_inner_loop():
 
 def test_codegen_group_register_tile_loop_vectorizer_and_set_conflicts():
     """The codegen group on three gemm nests (lowered only: values, not runs)."""
-    from explorer.backends import Target
+    from explorer.target import Target
     t = Target("llvm -num-cores=4", vector_bits=512, l1_bytes=512, l2_bytes=4096,
                l3_bytes=1 << 20)
 
@@ -277,7 +277,7 @@ def test_codegen_group_guarded_reads_gather_in_loop_vectorized_code():
     backend loads it through a guarded address, which LLVM's loop vectorizer turns
     into a gather (checked in its IR): one load slot per element instead of one per
     vector. With the padding placed the same read is a contiguous vector load."""
-    from explorer.backends import Target
+    from explorer.target import Target
     from explorer.features import access
     from explorer.ir.stmt import BufferStore as Store
     wl = ops.get("conv2d", N=1, C=2, H=8, W=8, K=2, R=3, S=3, stride=1, padding=1)
