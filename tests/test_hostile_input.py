@@ -167,8 +167,9 @@ def test_every_primitive_is_all_or_nothing(n):
     ((1.5, 4), r"n must be an int in \[1, 16\], got 1.5"),
     ((True, 4), r"n must be an int in \[1, 16\], got True"),
     ((2000, 64), r"n must be an int in \[1, 16\], got 2000"),
-    ((2, 0), r"max_innermost_factor must be a positive int, got 0"),
-    ((2, "8"), r"max_innermost_factor must be a positive int, got '8'"),
+    ((2, 0), r"max_innermost_factor must be an int in \[1, 2147483647\].*got 0"),
+    ((2, "8"), r"max_innermost_factor must be an int in \[1, 2147483647\].*got '8'"),
+    ((2, 2 ** 40), r"max_innermost_factor must be an int in \[1, 2147483647\]"),
 ])
 def test_sample_perfect_tile_bad_arguments(args, match):
     sch = Schedule(gemm())

@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 
 from ..errors import ScheduleError
-from ..limits import MAX_TILE_PARTS
+from ..limits import MAX_EXTENT, MAX_TILE_PARTS
 
 
 class PerfectTilings(Sequence):
@@ -86,9 +86,9 @@ def _check_tile_args(extent: int, n, max_innermost) -> None:
     if not _is_int(n) or not 1 <= n <= MAX_TILE_PARTS:
         raise ScheduleError(f"sample_perfect_tile: n must be an int in [1, {MAX_TILE_PARTS}], "
                             f"got {n!r}")
-    if not _is_int(max_innermost) or max_innermost < 1:
-        raise ScheduleError(f"sample_perfect_tile: max_innermost_factor must be a positive "
-                            f"int, got {max_innermost!r}")
+    if not _is_int(max_innermost) or not 1 <= max_innermost <= MAX_EXTENT:
+        raise ScheduleError(f"sample_perfect_tile: max_innermost_factor must be an int in "
+                            f"[1, {MAX_EXTENT}] (no loop is longer), got {max_innermost!r}")
     if n == 1 and extent > max_innermost:
         raise ScheduleError(f"sample_perfect_tile: n=1 keeps the whole extent {extent} "
                             f"innermost, more than max_innermost_factor={max_innermost}; "
