@@ -24,14 +24,6 @@ CASES = [ops.gemm(8, 12, 10), ops.gemm(64, 96, 40), ops.batch_matmul(2, 6, 8, 5)
          ops.conv2d(1, 4, 8, 8, 8, 3, 3, padding=1), ops.conv2d(2, 3, 9, 9, 4, 3, 3, stride=2)]
 
 
-def llvm_available() -> bool:
-    try:
-        build(ops.elementwise(2, 2), "llvm")
-        return True
-    except Exception:  # noqa: BLE001 - the backend is optional here
-        return False
-
-
 @pytest.mark.parametrize("wl", CASES, ids=lambda w: w.key)
 def test_expert_trace_is_a_point_of_the_default_space(wl):
     trace = expert_trace(wl)
@@ -45,7 +37,6 @@ def test_expert_trace_is_a_point_of_the_default_space(wl):
     check_on_interp(sch, wl)
 
 
-@pytest.mark.skipif(not llvm_available(), reason="the llvm backend does not build yet")
 @pytest.mark.parametrize("wl", CASES[1::2] + [ops.resnet18_conv("C12")], ids=lambda w: w.key)
 def test_expert_schedules_are_correct_on_llvm(wl):
     args = wl.make_args(1)
@@ -99,7 +90,6 @@ print(json.dumps(wl.flops / min(ts) / 1e9))
 
 @pytest.mark.slow
 @needs_slow
-@pytest.mark.skipif(not llvm_available(), reason="the llvm backend does not build yet")
 def test_expert_gemm_1024_reaches_70_percent_of_numpy(record_property):
     """Separate processes, interleaved, best of each (the machine is shared)."""
     env = {k: v for k, v in os.environ.items()
