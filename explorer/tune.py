@@ -17,8 +17,8 @@ When the rounds are done, the ``retime_top`` fastest correct candidates are
 timed again in ``retime_rounds`` interleaved rounds (each round times each of
 them once, its result checked against numpy again), and the best is the
 fastest median over all its run times. The best of hundreds of noisy
-measurements is otherwise, more often than not, a lucky one: on this 2-core
-VM whole seconds run 1.2-1.3x slow, and a candidate timed in a quiet second
+measurements is otherwise, more often than not, a lucky one: on a shared 2-core
+VM (where this was measured) whole seconds ran 1.2-1.3x slow, and a candidate timed in a quiet second
 beats a faster one timed in a slow second.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ on candidate scores and hands every row its candidate's gradient and hessian
   the order matters, not the scale of run times across workloads.
 
 Measured (benchmarks/cost_model_accuracy.py: gemm 512 and ResNet-18 C6 on
-this 2-core machine, 256 candidates to train, the next 64 to rank, same trees,
+a 2-core AVX-512 VM, 256 candidates to train, the next 64 to rank, same trees,
 features of version 2): ``rank`` ordered 0.822 of pairs right (0.815 without
 the codegen prior, which only the rank objective uses), ``reg`` 0.764; with
 MetaSchedule's deeper trees 0.793 and 0.734. Top-8 recall was about the same

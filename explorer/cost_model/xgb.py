@@ -68,7 +68,7 @@ class XGBCostModel(CostModel):
     retrain only when the data grew by this fraction since the last training.
     ``nthread``: XGBoost threads (0: all cores). One is the default: on the small data
     of a tuning run (hundreds of candidates) a second thread made training 2-10x
-    slower on the 2-core machine; results do not depend on it.
+    slower on a 2-core VM; results do not depend on it.
     """
 
     kind = "xgb"

@@ -19,7 +19,8 @@ def cpu_multi_level_tiling() -> MultiLevelTiling:
 
     Not in MetaSchedule: a read cache "may" at level 1 for the input that feeds the
     vectorized dimension (B of a gemm), packing the panel a tile uses into contiguous
-    memory. Measured on this machine (1 thread, gemm 1024^3, register tile 4 x 64):
+    memory. Measured on an AVX-512 host (1 thread, gemm 1024^3, register tile
+    4 x 64):
     50 GFLOP/s unpacked, 150 packed (OpenBLAS: 120).
 
     Also not in MetaSchedule: where the last output dimension does not fill the vector
