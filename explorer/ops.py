@@ -12,7 +12,8 @@ worker process calls it without receiving code) to check any schedule against::
     wl.check(args)              # max abs error, or MeasureError
 
 ``registry`` and :func:`get` look operators up by name (for the CLI and
-workload suites); :func:`resnet18_conv` gives the AutoTVM ResNet-18 layers.
+workload suites); :func:`resnet18_conv` gives the AutoTVM ResNet-18 layers, as
+listed in the resnet18 suite.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ import numpy as np
 
 from . import te
 from .errors import ExplorerError
-from .workload import Workload, compare_arrays, normalized_tolerance, reduction_tolerance  # noqa: F401
+from .suites import suite_tasks
+from .workload import Workload, normalized_tolerance, reduction_tolerance
 
 _ALL_DTYPES = ("float32", "float64", "int32")
 _FLOAT_DTYPES = ("float32", "float64")
@@ -428,13 +430,14 @@ def get(name: str, *shape, **kw) -> Workload:
     return spec.fn(**dict(zip(names, shape)), **kw)
 
 
-# ResNet-18 conv2d layers used by AutoTVM: (H=W, in channels, out channels, kernel, stride).
-RESNET18_CONVS = {
-    "C1": (224, 3, 64, 7, 2), "C2": (56, 64, 64, 3, 1), "C3": (56, 64, 64, 1, 1),
-    "C4": (56, 64, 128, 3, 2), "C5": (56, 64, 128, 1, 2), "C6": (28, 128, 128, 3, 1),
-    "C7": (28, 128, 256, 3, 2), "C8": (28, 128, 256, 1, 2), "C9": (14, 256, 256, 3, 1),
-    "C10": (14, 256, 512, 3, 2), "C11": (14, 256, 512, 1, 2), "C12": (7, 512, 512, 3, 1),
-}
+def _resnet18_convs() -> dict:
+    """Layer name -> conv2d parameters, read from the resnet18 suite: one list of the
+    layers for ``explorer tune --suite resnet18``, ``explorer bench`` and this module."""
+    return {t["name"]: t["params"] for t in suite_tasks("resnet18")}
+
+
+# The 12 conv2d layers of ResNet-18 used by AutoTVM (batch 1, padding kernel // 2).
+RESNET18_CONVS = _resnet18_convs()
 
 
 def resnet18_conv(name: str, layout="NCHW", dtype="float32") -> Workload:
@@ -443,6 +446,4 @@ def resnet18_conv(name: str, layout="NCHW", dtype="float32") -> Workload:
     if key not in RESNET18_CONVS:
         raise ExplorerError(f"unknown ResNet-18 layer {name!r}: use one of "
                             f"{', '.join(RESNET18_CONVS)}")
-    hw, cin, cout, k, s = RESNET18_CONVS[key]
-    return conv2d(1, cin, hw, hw, cout, k, k, stride=s, padding=k // 2, layout=layout,
-                  dtype=dtype)
+    return conv2d(**RESNET18_CONVS[key], layout=layout, dtype=dtype)

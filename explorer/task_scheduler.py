@@ -11,16 +11,10 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from .errors import ExplorerError
-
-
-def suite_names() -> list:
-    """The suites shipped with the package (``explorer/suites/*.json``)."""
-    return sorted(p.name[:-5] for p in resources.files("explorer.suites").iterdir()
-                  if p.name.endswith(".json"))
+from .suites import suite_names, suite_text
 
 
 @dataclass(frozen=True)
@@ -37,7 +31,7 @@ def load_suite(name_or_path) -> list:
     checked against its unscheduled program when it was checked by a numpy function)."""
     name = str(name_or_path)
     if name in suite_names():
-        text, where = resources.files("explorer.suites").joinpath(f"{name}.json").read_text(), name
+        text, where = suite_text(name), name
     elif Path(name).suffix and Path(name).is_file():
         text, where = Path(name).read_text(), name
     else:

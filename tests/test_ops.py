@@ -204,6 +204,12 @@ def test_resnet18_layers():
     assert ops.resnet18_conv("c4", layout="NHWC").func.params[-1].shape == (1, 28, 28, 128)
 
 
+def test_resnet18_layers_are_the_resnet18_suite():
+    from explorer.task_scheduler import load_suite
+    suite = {t.name: t.workload for t in load_suite("resnet18")}
+    assert suite == {name: ops.resnet18_conv(name) for name in ops.RESNET18_CONVS}
+
+
 # ------------------------------------------------------------------ registry and get
 
 def test_registry_and_get():
