@@ -205,13 +205,20 @@ class Workload:
             raise MeasureError(f"{self.key}: check takes all {len(params)} arguments "
                                f"({', '.join(p.name for p in params)}) but got {len(args)}")
         args = [checked_array(self.key, b, a) for b, a in zip(params, args)]
+        n_in = len(self.inputs)
+        refs = self.reference(*args[:n_in]) if expected is None else expected
+        return self.compare_outputs(args[n_in:], refs, rtol, atol)
+
+    def compare_outputs(self, outputs, expected, rtol=None, atol=None, sentinel=None) -> float:
+        """The largest absolute error of ``outputs`` against ``expected`` (both in the
+        order of ``self.outputs``) under the workload's tolerance unless ``rtol``/``atol``
+        are given; MeasureError naming the first output that fails. The one comparison
+        behind :meth:`check` and the measurement workers' check."""
         d_rtol, d_atol = self.default_tolerance()
         rtol = d_rtol if rtol is None else rtol
         atol = d_atol if atol is None else atol
-        n_in = len(self.inputs)
-        refs = self.reference(*args[:n_in]) if expected is None else expected
-        return max(compare_arrays(self.key, name, got, want, rtol, atol)
-                   for name, got, want in zip(self.outputs, args[n_in:], refs))
+        return max((compare_arrays(self.key, name, got, want, rtol, atol, sentinel)
+                    for name, got, want in zip(self.outputs, outputs, expected)), default=0.0)
 
     # ------------------------------------------------------------ JSON
     def to_json(self) -> dict:

@@ -11,7 +11,7 @@ that crosses the process boundary is plain data: ``MeasureInput`` in,
 and ``error_kind``.
 """
 from .builder import LocalBuilder
-from .check import Reference, ReferenceCache, compare_arrays
+from .check import Reference, ReferenceCache
 from .config import RunConfig
 from .faults import FAULTS
 from .interactive import InteractiveMeasurer, InteractiveResult, interactive_config
@@ -23,5 +23,5 @@ from .runner import LocalRunner
 
 __all__ = ["MeasureInput", "MeasureResult", "BuildResult", "ERROR_KINDS", "RunConfig",
            "LocalBuilder", "LocalRunner", "Measurer", "measure", "WorkerPool", "Reference",
-           "ReferenceCache", "compare_arrays", "FAULTS", "InteractiveMeasurer",
+           "ReferenceCache", "FAULTS", "InteractiveMeasurer",
            "InteractiveResult", "interactive_config", "Roofline", "measure_roofline"]

@@ -9,7 +9,7 @@ kernel that wrongly writes an input cannot spoil the next check) and outputs
 filled with NaN (or a sentinel for integers), so an element the kernel never
 writes fails the check instead of passing as a zero. Tolerances are the
 workload's own (``Workload.default_tolerance``: dtype and reduction length),
-compared as ``Workload.check`` does.
+compared by ``Workload.compare_outputs``, as ``Workload.check`` does.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..workload import compare_arrays as _compare
 from .expected import load_expected
 
 _INT_SENTINEL = -(2 ** 31) + 7
@@ -54,19 +53,8 @@ class Reference:
 
     def compare(self, args, rtol=None, atol=None) -> float:
         """Largest absolute error of the outputs in ``args``; MeasureError when one fails."""
-        wl = self.workload
-        d_rtol, d_atol = wl.default_tolerance()
-        rtol = d_rtol if rtol is None else rtol
-        atol = d_atol if atol is None else atol
-        worst = 0.0
-        for name, got, want in zip(wl.outputs, self.outputs_of(args), self.expected):
-            worst = max(worst, compare_arrays(wl.key, name, got, want, rtol, atol))
-        return worst
-
-
-def compare_arrays(key: str, name: str, got, want, rtol: float, atol: float) -> float:
-    """``workload.compare_arrays`` that knows the integer sentinel of unwritten outputs."""
-    return _compare(key, name, got, want, rtol, atol, sentinel=_INT_SENTINEL)
+        return self.workload.compare_outputs(self.outputs_of(args), self.expected, rtol, atol,
+                                             sentinel=_INT_SENTINEL)
 
 
 class ReferenceCache:
