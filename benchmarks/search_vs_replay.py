@@ -17,14 +17,13 @@ import json
 import statistics
 import tempfile
 
-from explorer import ops
+from explorer.cli.workload_text import workload_from_text
 from explorer.tune import Tuner
 
 CONFIGS = {"evolutionary+xgb": ("evolutionary", "xgb"), "replay+random": ("replay", "random")}
 
 
-def run(op: str, shape: list, trials: int, seeds: list, batch: int) -> dict:
-    wl = ops.get(op, *shape)
+def run(wl, trials: int, seeds: list, batch: int) -> dict:
     curves: dict = {name: [] for name in CONFIGS}
     for seed in seeds:
         for name, (strategy, model) in CONFIGS.items():
@@ -52,7 +51,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     p.add_argument("--png", default=None)
     a = p.parse_args()
-    out = run(a.op, [int(x) for x in a.shape.split(",")], a.trials, a.seeds, a.batch_size)
+    out = run(workload_from_text(a.op, a.shape), a.trials, a.seeds, a.batch_size)
     for name, s in out["summary"].items():
         print(f"{name:18s} final best (median of seeds) {s['final_median']:7.1f} GFLOP/s, "
               f"mean best-so-far {s['auc_median']:7.1f}")

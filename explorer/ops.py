@@ -382,6 +382,11 @@ class OpSpec:
     small: dict = field(hash=False)
     description: str = ""
 
+    @property
+    def example_shape(self) -> str:
+        """The default shape values as text, ``"512,512,512"``: the example in messages."""
+        return ",".join(str(self.defaults[n]) for n in self.param_names)
+
 
 def _spec(fn, param_names: tuple, small: dict, description: str) -> OpSpec:
     defaults = {n: p.default for n, p in inspect.signature(fn).parameters.items()}
@@ -416,9 +421,9 @@ def get(name: str, *shape, **kw) -> Workload:
                             f"{', '.join(sorted(registry))}")
     names = spec.param_names
     if shape and len(shape) != len(names):
-        example = ",".join(str(spec.defaults[n]) for n in names)
         raise ExplorerError(f"{name} takes {len(names)} shape values ({', '.join(names)}) but "
-                            f"got {len(shape)}: give all of them, e.g. --shape {example}")
+                            f"got {len(shape)}: give all of them, e.g. --shape "
+                            f"{spec.example_shape}")
     unknown = sorted(set(kw) - set(spec.defaults))
     if unknown:
         raise ExplorerError(f"{name} has no parameter {', '.join(unknown)}: its parameters are "

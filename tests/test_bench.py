@@ -39,8 +39,10 @@ def test_cases_mix_names_groups_and_op_shapes():
 @pytest.mark.parametrize("spec, message", [
     ("gemm-4096", "unknown bench case 'gemm-4096': use a case"),
     ("matmul:4,4,4", "unknown operator 'matmul'"),
-    ("gemm:4,4", "gemm takes 3 shape values (M, N, K) but got 2, e.g. gemm:512,512,512"),
-    ("gemm:4,x,4", "must be 3 comma-separated ints"),
+    ("gemm:4,4", "case 'gemm:4,4' gives 2 values: gemm takes 3 shape values (M, N, K), e.g. "
+                 "gemm:512,512,512"),
+    ("gemm:4,x,4", "case 'gemm:4,x,4': N='x' is not a whole number"),
+    ("gemm:", "case 'gemm:' has an empty value"),
     ("gemm:0,4,4", "M=0 must be a positive int"),
 ])
 def test_bad_cases_say_what_to_fix(spec, message):

@@ -55,15 +55,15 @@ BAD = [
     (["tune", "--shape", "abc"], 2, "gives 1 value: gemm takes 3"),
     (["tune", "--shape", "64,64"], 2, "gives 2 values: gemm takes 3"),
     (["tune", "--shape", "64,64,64,64"], 2, "gives 4 values"),
-    (["tune", "--shape", "-1,64,64"], 2, "M=-1 must be at least 1"),
+    (["tune", "--shape", "-1,64,64"], 2, "M=-1 must be a positive int"),
     (["tune", "--shape", HUGE], 2, "of memory to be measured"),
     (["tune", "--shape", OVERFLOW], 2, "overflows the 64-bit index type"),
     (["tune", "--op", "conv2d", "--shape", "1,3,2,2,4,5,5"], 2, "the kernel spans 5"),
     (["tune", "--op", "conv2d", "--shape", "1,3,8,8"], 2, "conv2d takes 7"),
     (["tune", "--op", "softmax", "--shape", "4,x"], 2, "N='x' is not a whole number"),
     # other arguments
-    (["tune", "--op", "nope"], 2, "--op 'nope' is not an operator"),
-    (["tune", "--op", ""], 2, "--op '' is not an operator"),
+    (["tune", "--op", "nope"], 2, "--op: unknown operator 'nope'; use one of"),
+    (["tune", "--op", ""], 2, "--op: unknown operator ''"),
     (["tune", "--op", "gemm", "--suite", "mlp"], 2, "not allowed with argument"),
     (["tune", "--suite", "nope"], 2, "unknown suite 'nope'"),
     (["tune", "--suite", "{suite_bad}"], 2, "is malformed"),
@@ -257,8 +257,8 @@ def test_every_candidate_failing_says_why(place, capsys):
     ("1", 1), ("1,2", (1, 2)), ("true", True), ("False", False), ("NHWC", "NHWC"),
     ("0.5", 0.5)])
 def test_param_values_are_parsed_as_they_read(value, parsed):
-    from explorer.cli.tune import _parse_value
-    assert _parse_value(value) == parsed
+    from explorer.cli.workload_text import param_value
+    assert param_value(value) == parsed
 
 
 def test_shape_values_may_be_spaced_and_params_may_be_pairs():

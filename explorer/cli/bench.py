@@ -46,6 +46,7 @@ from ..space.expert import expert_schedule
 from ..target import as_target, check_cpu
 from .common import check_fits, check_writable_file
 from .show import check_database_dir
+from .workload_text import workload_from_case
 
 BUILD_GOAL_SECS = 0.15
 SETTLE_SECS = 0.1  # after a library call, let its spinning threads go to sleep
@@ -94,7 +95,7 @@ def resolve_cases(specs) -> list:
         elif spec in CASES:
             out.append(CASES[spec])
         elif ":" in spec:
-            out.append(_custom_case(spec))
+            out.append(BenchCase.of(spec, workload_from_case(spec)))
         else:
             raise ExplorerError(
                 f"unknown bench case {spec!r}: use a case ({', '.join(CASES)}), a group "
@@ -114,25 +115,6 @@ def split_cases(text: str) -> list:
         elif tok:
             out.append(tok)
     return out
-
-
-def _custom_case(spec: str) -> BenchCase:
-    op, _, shape = spec.partition(":")
-    if op not in ops.registry:
-        raise ExplorerError(f"unknown operator {op!r} in case {spec!r}: known operators are "
-                            f"{', '.join(ops.registry)}")
-    names = ops.registry[op].param_names
-    example = f"{op}:" + ",".join(str(ops.registry[op].defaults[n]) for n in names)
-    try:
-        values = [int(v) for v in shape.split(",")]
-    except ValueError:
-        raise ExplorerError(f"case {spec!r}: the shape must be {len(names)} comma-separated "
-                            f"ints ({', '.join(names)}), e.g. {example}") from None
-    if len(values) != len(names):
-        raise ExplorerError(f"case {spec!r}: {op} takes {len(names)} shape values "
-                            f"({', '.join(names)}) but got {len(values)}, e.g. {example}")
-    kw = {"padding": values[5] // 2} if op == "conv2d" and len(values) == 7 else {}
-    return BenchCase.of(spec, ops.get(op, *values, **kw))
 
 
 def naive_policy(flops: int, quick: bool) -> str:

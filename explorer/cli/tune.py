@@ -19,14 +19,15 @@ from ..errors import ExplorerError, UsageError
 from ..events import (CandidateMeasured, NewBest, Retiming, RoundStarted, TuningFinished,
                       TuningStarted)
 from .common import check_fits, check_writable_dir, check_writable_file, one_line
+from .workload_text import workload_from_text
 
 
 def add_arguments(p) -> None:
     what = p.add_mutually_exclusive_group()
     what.add_argument("--op", default=None, help="operator name (default gemm); see "
                       "explorer.ops.registry")
-    what.add_argument("--suite", default=None, help="a suite in data/suites (resnet18, "
-                      "bert_base, mlp) or a suite JSON file")
+    what.add_argument("--suite", default=None, help="a suite shipped with explorer "
+                      "(resnet18, bert_base, mlp) or a suite JSON file")
     p.add_argument("--shape", default=None, help="comma-separated shape parameters in the "
                    "operator's order, e.g. 1024,1024,1024 for gemm M,N,K (default 1024^3 gemm)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
@@ -50,26 +51,6 @@ def add_arguments(p) -> None:
 
 MAX_TRIALS = 1_000_000
 MAX_SEED = 2 ** 32 - 1
-_TRUE, _FALSE = ("true", "yes", "on"), ("false", "no", "off")
-
-
-def _parse_value(text: str):
-    """``--param`` values: true/false, an int, ints separated by commas (a pair such as
-    padding=1,2), a float, else the text itself."""
-    t = text.strip()
-    if t.lower() in _TRUE + _FALSE:
-        return t.lower() in _TRUE
-    for cast in (int, float):
-        try:
-            return cast(t)
-        except ValueError:
-            pass
-    if "," in t:
-        try:
-            return tuple(int(x) for x in t.split(","))
-        except ValueError:
-            pass
-    return t
 
 
 def check_numbers(args) -> None:
@@ -99,66 +80,11 @@ def target_from_args(text: str):
     return target
 
 
-def parse_shape(name: str, text: str | None) -> list:
-    """``--shape`` as a list of positive ints, one per shape parameter of operator ``name``
-    (empty when not given)."""
-    from .. import ops
-    names = ops.registry[name].param_names
-    example = ",".join(str(ops.registry[name].defaults[n]) for n in names)
-    want = f"{name} takes {len(names)} comma-separated sizes ({','.join(names)}), e.g. " \
-           f"--shape {example}"
-    if text is None:
-        return []
-    items = [x.strip() for x in text.split(",")]
-    if not text.strip() or "" in items:
-        raise UsageError(f"--shape {text!r} has an empty value: {want}")
-    if len(items) != len(names):
-        raise UsageError(f"--shape {text!r} gives {len(items)} value"
-                         f"{'s' if len(items) > 1 else ''}: {want}")
-    return [_size(n, x, want) for n, x in zip(names, items)]
-
-
-def _size(name: str, text: str, want: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise UsageError(f"--shape: {name}={text!r} is not a whole number: {want}") from None
-    if v < 1:
-        raise UsageError(f"--shape: {name}={v} must be at least 1: {want}")
-    return v
-
-
-def parse_params(items: list) -> dict:
-    """``--param NAME=VALUE`` options as a dict (names checked by the operator)."""
-    kw = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        if not sep or not k.strip() or not v.strip():
-            raise UsageError(f"--param {item!r} must look like NAME=VALUE, e.g. --param "
-                             "stride=2")
-        if k.strip() in kw:
-            raise UsageError(f"--param {k.strip()} is given twice: give it once")
-        kw[k.strip()] = _parse_value(v)
-    return kw
-
-
 def workload_from_args(args):
     """The workload of ``--op``, ``--shape`` and ``--param``; UsageError for a bad one."""
-    from .. import ops
     name = "gemm" if args.op is None else args.op
-    if name not in ops.registry:
-        raise UsageError(f"--op {name!r} is not an operator: use one of "
-                         f"{', '.join(ops.registry)}")
-    shape = parse_shape(name, args.shape)
-    if args.shape is None and name == "gemm":
-        shape = [1024, 1024, 1024]
-    kw = parse_params(args.param)
-    try:
-        return ops.get(name, *shape, **kw)
-    except ExplorerError as e:
-        raise UsageError(one_line(e)) from None
-    except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong kind
-        raise UsageError(f"{name}: {one_line(e)}: check --param and --shape") from None
+    shape = "1024,1024,1024" if args.shape is None and name == "gemm" else args.shape
+    return workload_from_text(name, shape, args.param)
 
 
 def suite_from_args(args) -> list:
