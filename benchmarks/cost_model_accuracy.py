@@ -67,6 +67,8 @@ from explorer.cost_model.metrics import pairwise_rank_accuracy, top_k_recall  # 
 from explorer.features import NUM_FEATURES, extract  # noqa: E402
 from explorer.ir.functor import walk_stmt  # noqa: E402
 from explorer.ir.stmt import BlockRealize, For  # noqa: E402
+from explorer.measure.config import RunConfig  # noqa: E402
+from explorer.measure.timing import fast_call, time_call, timed_repeat  # noqa: E402
 
 WORKLOADS = {
     "gemm512": lambda: ops.get("gemm", 512, 512, 512),
@@ -177,23 +179,13 @@ PASSES = 4
 
 
 def time_kernel(kernel, args, min_seconds: float = 0.01, repeats: int = 5) -> float:
-    """Fastest of ``repeats`` timings (each >= ``min_seconds``): on a shared machine
-    other processes only ever add time, so the minimum ranks candidates most stably
-    (measured here under load: two passes agree on 0.915 of pairs with the minimum
-    of 5, 0.846 with the median of 3)."""
-    t0 = time.perf_counter()
-    kernel(*args)
-    first = time.perf_counter() - t0
-    if first > 0.5:
-        return first
-    number = max(1, int(min_seconds / max(first, 1e-6)))
-    best = first
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            kernel(*args)
-        best = min(best, (time.perf_counter() - t0) / number)
-    return best
+    """Fastest of ``repeats`` timed repeats (each >= ``min_seconds``, all within
+    ``repeats`` x 0.5 s; a slower kernel is timed once), timed as the tuner times
+    candidates: on a shared machine other processes only ever add time, so the
+    minimum ranks candidates most stably (measured here under load: two passes
+    agree on 0.915 of pairs with the minimum of 5, 0.846 with the median of 3)."""
+    cfg = RunConfig(repeats=repeats, min_repeat_secs=min_seconds)
+    return min(time_call(fast_call(kernel, args), cfg, budget_secs=0.5 * repeats))
 
 
 def measure_workload(key: str, count: int, data_dir: str, target, passes: int = PASSES) -> dict:
@@ -259,10 +251,7 @@ def retime_rounds(key: str, data: dict, rounds: int, data_dir: str, target) -> d
     for r in range(rounds - len(have)):
         row = []
         for kernel, number in zip(kernels, numbers):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                kernel(*args)
-            row.append((time.perf_counter() - t0) / number)
+            row.append(timed_repeat(fast_call(kernel, args), number, float("inf")))
         new.append(row)
         print(f"  {key}: round {len(have) + r + 1}/{rounds}, {time.time() - t_start:.0f} s",
               flush=True)

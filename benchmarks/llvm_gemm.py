@@ -39,6 +39,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from explorer.ir.expr import EQ, Add, Buffer, FloatImm, IntImm, Mul, Var  # noqa: E402
 from explorer.ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc,  # noqa: E402
                               seq)
+from explorer.measure.config import RunConfig  # noqa: E402
+from explorer.measure.timing import time_call  # noqa: E402
 
 
 def _c(v):
@@ -96,17 +98,9 @@ def gemm_lowered(M: int, N: int, K: int, MR: int = 8, NR: int = 32, VL: int = 16
 
 
 def _median_time(fn, repeats: int, min_seconds: float = 0.05) -> tuple:
-    fn()
-    times = []
-    for _ in range(repeats):
-        n, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            dt = time.perf_counter() - t0
-            if dt >= min_seconds:
-                break
-        times.append(dt / n)
+    """(median, min, max) seconds per call of ``fn`` over ``repeats`` repeats of at least
+    ``min_seconds``, timed as the tuner times candidates."""
+    times = time_call(fn, RunConfig(repeats=repeats, min_repeat_secs=min_seconds))
     return statistics.median(times), min(times), max(times)
 
 

@@ -4,13 +4,13 @@
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .. import ops
 from ..backends import build
 from ..errors import ExplorerError, UsageError
+from ..measure.config import RunConfig
+from ..measure.timing import fast_call, time_call
 from ..schedule import Schedule
 from .common import check_fits
 
@@ -32,14 +32,9 @@ def tiled_gemm(wl, tile_i: int = 8, tile_j: int = 16):
     return sch
 
 
-def _time(fn, repeats: int = 5) -> float:
-    fn()
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return float(np.median(out))
+def _time(call, repeats: int = 5) -> float:
+    """Median seconds of ``call`` in this process, timed as the tuner times candidates."""
+    return float(np.median(time_call(call, RunConfig(repeats=repeats))))
 
 
 def add_arguments(p) -> None:
@@ -82,7 +77,7 @@ def main(args) -> int:
     print("\n# trace\n" + "\n".join(sch.trace.as_python()))
     kernel = build(sch, target)
     kargs = wl.make_args(0)
-    secs = _time(lambda: kernel(*kargs), repeats=1 if target.kind == "interp" else 5)
+    secs = _time(fast_call(kernel, kargs), repeats=1 if target.kind == "interp" else 5)
     err = wl.check(kargs)
     ref = _numpy_secs(wl)
     print(f"\n{wl.key} on {args.target}: {secs * 1e3:.3f} ms, {wl.flops / secs / 1e9:.2f} "

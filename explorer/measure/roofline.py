@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MeasureError
+from .timing import scale_until
 
 CHAINS = 12        # independent FMA chains: > latency x FMA pipes on current CPUs
 CALL_SECS = 0.02   # one timed call of the FMA loop, per thread
@@ -98,14 +99,9 @@ def peak_gflops(target, threads: int) -> float:
     module = JitModule(fma_loop_ir(lanes), "peak", target)
     call = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(ctypes.c_float))(module.address)
     sinks = [ctypes.c_float() for _ in range(threads)]
-    n = 1 << 10
-    while True:  # calibrate on one thread: iterations for about CALL_SECS per call
-        t0 = time.perf_counter()
-        call(n, ctypes.byref(sinks[0]))
-        secs = time.perf_counter() - t0
-        if secs >= CALL_SECS / 4 or n >= 1 << 40:
-            break
-        n *= 4
+    # calibrate on one thread: iterations for about CALL_SECS per call
+    n, secs = scale_until(lambda n: call(n, ctypes.byref(sinks[0])), CALL_SECS / 4,
+                          start=1 << 10, cap=1 << 40)
     n = max(1, int(n * CALL_SECS / max(secs, 1e-9)))
     best = min(_on_threads(lambda k: call(n, ctypes.byref(sinks[k])), threads)
                for _ in range(RUNS))

@@ -1,4 +1,11 @@
-"""Timing a zero-argument call: warm-up, repeats of enough calls, optional cache flush."""
+"""Timing a zero-argument call: warm-up, repeats of enough calls, optional cache flush.
+
+The one timing protocol of the project: the measurement workers time candidates
+and library baselines with ``time_repeats``, the roofline sizes its loop with
+``scale_until``, and code that times a callable in its own process (``explorer
+demo``, the benchmarks) uses ``time_call``, so every printed time is taken the
+same way.
+"""
 from __future__ import annotations
 
 import math
@@ -29,9 +36,27 @@ def fast_call(kernel, args: list):
 
 
 def timed(call) -> float:
+    """Seconds of one ``call()``."""
     t0 = time.perf_counter()
     call()
     return time.perf_counter() - t0
+
+
+def scale_until(run, goal_secs: float, start: int = 1, cap: int = 1 << 20) -> tuple:
+    """``(n, seconds)`` of the first ``run(n)`` for n = start, 4 start, 16 start... that
+    lasts ``goal_secs`` (or reaches ``cap``): how much work makes a timing long enough
+    to trust the clock."""
+    n = start
+    while True:
+        secs = timed(lambda: run(n))
+        if secs >= goal_secs or n >= cap:
+            return n, secs
+        n *= 4
+
+
+def _calls(call, n: int) -> None:
+    for _ in range(n):
+        call()
 
 
 class CacheFlusher:
@@ -69,17 +94,9 @@ def calibrate(call, first_secs: float, cfg) -> float:
     calls, batches of 1, 4, 16... calls until one lasts a tenth of a repeat; the
     mean call of that batch (one cold first call is a poor estimate, and the
     fastest call an optimistic one on a busy machine)."""
-    for _ in range(cfg.warmup):
-        timed(call)
-    n, spent = 1, 0.0
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        spent = time.perf_counter() - t0
-        if spent >= 0.1 * cfg.min_repeat_secs or n >= 1 << 20:
-            return spent / n
-        n *= 4
+    _calls(call, cfg.warmup)
+    n, spent = scale_until(lambda n: _calls(call, n), 0.1 * cfg.min_repeat_secs)
+    return spent / n
 
 
 def timed_repeat(call, number: int, limit_secs: float) -> float:
@@ -121,3 +138,11 @@ def time_repeats(call, first_secs: float, cfg, budget_secs: float, flush=None) -
         if time.perf_counter() > end:
             break
     return samples, number
+
+
+def time_call(call, cfg, budget_secs: float = math.inf) -> list:
+    """Seconds per call of each timed repeat of ``call`` under ``cfg`` (a ``RunConfig``):
+    one first call, then ``time_repeats`` within ``budget_secs``. For a callable timed
+    in this process (a demo, a benchmark); the tuner times in worker processes."""
+    first = timed(call)
+    return time_repeats(call, first, cfg, budget_secs)[0]
