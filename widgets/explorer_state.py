@@ -232,17 +232,18 @@ class ExplorerState:
 
     # ------------------------------------------------------------ history
     def undo(self) -> bool:
-        if not self._undo:
-            return False
-        self._redo.append(self._cur)
-        self._cur = self._undo.pop()
-        return self._moved()
+        """Back to the schedule before the last step; False when there is none."""
+        return self._move(self._undo, self._redo)
 
     def redo(self) -> bool:
-        if not self._redo:
+        """Again the step undone last; False when there is none."""
+        return self._move(self._redo, self._undo)
+
+    def _move(self, source: list, dest: list) -> bool:
+        if not source:
             return False
-        self._undo.append(self._cur)
-        self._cur = self._redo.pop()
+        dest.append(self._cur)
+        self._cur = source.pop()
         return self._moved()
 
     def _moved(self) -> bool:

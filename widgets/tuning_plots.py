@@ -54,38 +54,32 @@ def plot_predicted_vs_measured(ax, predicted, measured, rounds):
 def plot_rank_accuracy(ax, rounds, accuracy, recall=None):
     """The cost model's pairwise rank accuracy per round (and top-k recall), with the
     0.5 line of a model that guesses. Returns the number of rounds drawn."""
-    pts = [(r, a) for r, a in zip(rounds, accuracy) if a is not None]
-    if pts:
-        ax.plot(*zip(*pts), marker="o", color="#2ca02c", label="rank accuracy")
+    drawn = _accuracy_lines(ax, rounds, accuracy, recall, "round", "cost model rank accuracy")
     if len(rounds):
         ax.set_xlim(min(rounds) - 0.5, max(rounds) + 0.5)
-    if recall is not None:
-        rpts = [(r, a) for r, a in zip(rounds, recall) if a is not None]
-        if rpts:
-            ax.plot(*zip(*rpts), marker="s", color="#ff7f0e", label="top-k recall")
-    ax.axhline(0.5, color="grey", ls=":", lw=1, label="chance")
-    ax.set_ylim(0, 1.02)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("round")
-    ax.set_title("cost model rank accuracy")
-    ax.legend(fontsize=8, loc="best")
-    return len(pts)
+    return drawn
 
 
 def plot_accuracy_vs_samples(ax, samples, accuracy, recall=None):
     """Model accuracy as its training set grows. Returns the number of points drawn."""
-    pts = [(s, a) for s, a in zip(samples, accuracy) if a is not None]
+    return _accuracy_lines(ax, samples, accuracy, recall, "training samples",
+                           "accuracy as samples grow")
+
+
+def _accuracy_lines(ax, xs, accuracy, recall, xlabel: str, title: str) -> int:
+    """Rank accuracy (and top-k recall) over ``xs`` with the 0.5 chance line, on a 0-1
+    axis: the picture both accuracy plots draw. Returns the accuracy points drawn."""
+    pts = [(x, a) for x, a in zip(xs, accuracy) if a is not None]
     if pts:
         ax.plot(*zip(*pts), marker="o", color="#2ca02c", label="rank accuracy")
-    if recall is not None:
-        rpts = [(s, a) for s, a in zip(samples, recall) if a is not None]
-        if rpts:
-            ax.plot(*zip(*rpts), marker="s", color="#ff7f0e", label="top-k recall")
+    rpts = [(x, a) for x, a in zip(xs, recall) if a is not None] if recall is not None else []
+    if rpts:
+        ax.plot(*zip(*rpts), marker="s", color="#ff7f0e", label="top-k recall")
     ax.axhline(0.5, color="grey", ls=":", lw=1, label="chance")
     ax.set_ylim(0, 1.02)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("training samples")
-    ax.set_title("accuracy as samples grow")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
     ax.legend(fontsize=8, loc="best")
     return len(pts)
 
