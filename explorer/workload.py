@@ -33,6 +33,7 @@ from typing import Callable
 
 import numpy as np
 
+from .backends.kernel import array_problem
 from .errors import MeasureError, WorkloadError
 from .ir.expr import FLOAT_DTYPES, Add, BufferLoad, Call, Div, Max, Min, Mul, Select, Sub
 from .ir.functor import collect_loads, expr_children, iter_nodes
@@ -359,15 +360,10 @@ def _thaw(v):
 # ------------------------------------------------------------------ checking arrays
 
 def checked_array(key: str, buf, a) -> np.ndarray:
-    if not isinstance(a, np.ndarray):
-        raise MeasureError(f"{key}: argument {buf.name} must be a numpy array, "
-                           f"not {type(a).__name__}")
-    if tuple(a.shape) != tuple(buf.shape):
-        raise MeasureError(f"{key}: argument {buf.name} has shape {tuple(a.shape)}, "
-                           f"expected {tuple(buf.shape)}")
-    if a.dtype != np.dtype(buf.dtype):
-        raise MeasureError(f"{key}: argument {buf.name} has dtype {a.dtype}, expected "
-                           f"{buf.dtype}")
+    """``a`` when it fits buffer ``buf``; MeasureError naming workload ``key`` otherwise."""
+    problem = array_problem(buf, a)
+    if problem:
+        raise MeasureError(f"{key}: {problem}")
     return a
 
 
