@@ -18,6 +18,7 @@ from .errors import ExplorerError
 from .ir.expr import (FLOAT_DTYPES, Buffer, BufferLoad, Call, Cast, Expr, Max, Min, Not, Select,
                       Var, as_expr, binary, check_dtype, const)
 from .ir.functor import substitute
+from .ir.names import FreshNames
 from .ir.stmt import Block, BlockRealize, BufferStore, For, IterVar, PrimFunc, TRUE, seq
 
 
@@ -201,19 +202,6 @@ def combine(combiner: str, acc: Expr, value: Expr) -> Expr:
     return (Max if combiner == "max" else Min)(acc, value)
 
 
-class _Namer:
-    def __init__(self):
-        self.used: set = set()
-
-    def __call__(self, base: str) -> str:
-        name, n = base, 0
-        while name in self.used:
-            n += 1
-            name = f"{base}{n}"
-        self.used.add(name)
-        return name
-
-
 def _topo(outputs: list, by_name: dict) -> list:
     order: list = []
     state: dict = {}
@@ -234,13 +222,13 @@ def _topo(outputs: list, by_name: dict) -> list:
     return order
 
 
-def _block_for(t: Tensor, namer: _Namer) -> object:
+def _block_for(t: Tensor, namer: FreshNames) -> object:
     op = t.op
     body = op.body
     red_axes = body.axes if isinstance(body, Reduce) else ()
     loop_vars = [Var(namer(a.name)) for a in op.axes] + [Var(namer(a.name)) for a in red_axes]
     ivs, bind = [], {}
-    local = _Namer()
+    local = FreshNames()
     for a, ext in zip(op.axes, t.shape):
         v = Var(local("v_" + a.name))
         ivs.append(IterVar(v, ext, "S"))
@@ -291,7 +279,7 @@ def create_func(tensors: list, name: str | None = None) -> PrimFunc:
         if t.op is None and t.buffer not in params:
             raise ExplorerError(f"placeholder {t.name} is used but not passed to create_func: "
                                 "list every input tensor")
-    namer = _Namer()
+    namer = FreshNames()
     blocks = [_block_for(t, namer) for t in order if t.op is not None]
     allocs = tuple(t.buffer for t in order if t.op is not None and t.buffer not in params)
     return PrimFunc(name or outputs[-1].name.lower(), tuple(params), seq(blocks), allocs)

@@ -9,6 +9,7 @@ from ..errors import ScheduleError
 from ..ir.expr import BufferLoad, Var
 from ..ir.functor import (REMOVE, collect_loads, expr_vars, iter_nodes, stmt_children,
                           transform_stmt, walk_stmt)
+from ..ir.names import FreshNames
 from ..ir.stmt import Block, BlockRealize, For, PrimFunc, SeqStmt, Stmt, seq
 
 
@@ -72,19 +73,12 @@ def used_names(func: PrimFunc) -> set:
     return names
 
 
-class Namer:
-    """Fresh names that clash with no loop, block or buffer of the function."""
+class Namer(FreshNames):
+    """Fresh names (``base``, ``base_1``...) that clash with no loop, block or buffer of
+    the function."""
 
     def __init__(self, func: PrimFunc):
-        self.used = used_names(func)
-
-    def __call__(self, base: str) -> str:
-        name, n = base, 0
-        while name in self.used:
-            n += 1
-            name = f"{base}_{n}"
-        self.used.add(name)
-        return name
+        super().__init__(used_names(func), "_")
 
 
 def replace_loop(func: PrimFunc, name: str, new: Stmt) -> PrimFunc:
