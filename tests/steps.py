@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from explorer import INLINE, ROOT, ExplorerError, Schedule, Target
 from explorer.ir.stmt import THREAD_TAGS
 from explorer.schedule.rv import BlockRV, ExprRV, LoopRV
-from explorer.schedule.tree import block_names, find_block, find_loop, loop_role
+from explorer.schedule.tree import (block_names, find_block, find_loop, loop_role, readers,
+                                    writers)
 
 from properties import apply_step, check_extents, iterations, show_args
 
@@ -298,10 +299,28 @@ class Steps:
         self._compute_at(b, bname, loops, "reverse_compute_at")
 
     def _compute_inline(self, b, bname, loops):
-        self.call("compute_inline", b)
+        self.call("compute_inline", self.inline_candidate(b, "compute_inline"))
 
     def _reverse_compute_inline(self, b, bname, loops):
-        self.call("reverse_compute_inline", b)
+        self.call("reverse_compute_inline", self.inline_candidate(b, "reverse_compute_inline"))
+
+    def inline_candidate(self, b, prim: str):
+        """Mostly a block the primitive may inline (not a reduction; for compute_inline
+        one whose output another block reads, for reverse_compute_inline one that reads
+        another block's output); hostile or when there is none: ``b``."""
+        func = self.sch.func
+
+        def fits(name):
+            block = self.block_of(name)
+            if block.is_reduction:
+                return False
+            if prim == "compute_inline":
+                return any(r != name for r in readers(func, block.write_buffer.name))
+            return any(w != name for buf in block.reads() for w in writers(func, buf.name))
+        names = [n for n in block_names(func) if fits(n)]
+        if not names or self.hostile():
+            return b
+        return self.call("get_block", self.pick(names, "inline block"))[1]
 
     def _cache_read(self, b, bname, loops):
         n = len(self.block_of(bname).reads())
@@ -311,14 +330,22 @@ class Steps:
         elif n:
             ok, c = self.call("cache_read", b, self.draw(st.integers(0, n - 1), "index"),
                               self.pick(SCOPES, "scope"))
-            if ok and self.draw(st.booleans(), "place it?"):
-                self._compute_at(c, self.sch.get(c), [])
+            if ok:
+                self.then(c, "compute_at", "compute_inline")
 
     def _cache_write(self, b, bname, loops):
         index = self.pick([1, -1, "0"], "index") if self.hostile() else 0
         ok, c = self.call("cache_write", b, index, self.pick(SCOPES, "scope"))
-        if ok and self.draw(st.booleans(), "place it?"):
-            self._compute_at(c, self.sch.get(c), [], "reverse_compute_at")
+        if ok:
+            self.then(c, "reverse_compute_at", "reverse_compute_inline")
+
+    def then(self, copy, place: str, inline: str) -> None:
+        """After a cache stage: leave its copy block, place it, or inline it back."""
+        what = self.pick(["leave", place, inline], "then")
+        if what == place:
+            self._compute_at(copy, self.sch.get(copy), [], place)
+        elif what == inline:
+            self.call(inline, copy)
 
     def _decompose_reduction(self, b, bname, loops):
         self.call("decompose_reduction", b, self.some_loop(loops))

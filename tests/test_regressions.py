@@ -17,11 +17,8 @@ import pytest
 from properties import REGRESSIONS, replay_regression
 
 CASES = sorted(REGRESSIONS.glob("*.json"))
-# Cases whose bug is not fixed yet: file name -> what is wrong.
-KNOWN_FAILING = {
-    "row_sum_sample_perfect_tile_max_innermost_beyond_int32":
-        "sample_perfect_tile takes max_innermost_factor=2**40 but the trace schema refuses it",
-}
+# Cases whose bug is not fixed yet: file name -> what is wrong (none at present).
+KNOWN_FAILING: dict = {}
 
 
 def _param(path):
