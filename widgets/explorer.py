@@ -266,13 +266,8 @@ def result_html(r, current: bool = True) -> str:
 
 
 def _ok_parts(r) -> list:
-    parts = [f"<b>{r.seconds * 1e3:.3f} ms</b>"]
-    if r.gflops is not None:
-        parts.append(f"{r.gflops:.2f} GFLOP/s")
-    if r.speedup_naive is not None:
-        parts.append(f"{r.speedup_naive:.2f}x vs naive")
-    if r.speedup_numpy is not None:
-        parts.append(f"{r.speedup_numpy:.2f}x vs numpy")
+    secs, *speeds = r.speed_parts()
+    parts = [f"<b>{secs}</b>", *speeds]
     parts.append(f'<span style="color:#2e7d32">\u2713 matches {html.escape(r.reference_name)} '
                  f"(max err {r.max_abs_error:.1e})</span>")
     parts.append(f"<i>{html.escape(r.backend)}</i>")

@@ -32,7 +32,7 @@ from ..errors import MeasureError
 from .baselines import baseline_pool, baseline_request
 from .config import RunConfig
 from .measurer import measure_env
-from .pool import WorkerDied, WorkerPool, WorkerTimeout
+from .pool import PoolOwner, WorkerDied, WorkerPool, WorkerTimeout
 from .result import MeasureInput, MeasureResult
 from .roofline import Roofline, roofline_of_result
 from .runner import LocalRunner
@@ -106,10 +106,10 @@ class InteractiveResult:
         """What the output was checked against, in words."""
         return "the unscheduled program" if self.checked_by == "program" else "numpy"
 
-    def summary(self) -> str:
-        """One line: time, GFLOP/s, speed-ups and the check, or what failed."""
-        if not self.ok:
-            return f"failed ({self.error_kind}): {self.error} [{self.backend}]"
+    def speed_parts(self) -> list:
+        """The time of a successful run, its GFLOP/s and speed-ups, each as text
+        (``"1.234 ms"``, ``"27.18 GFLOP/s"``, ``"8.10x vs naive"``...): one wording for
+        :meth:`summary` and the notebook's Run bar."""
         parts = [f"{self.seconds * 1e3:.3f} ms"]
         if self.gflops is not None:
             parts.append(f"{self.gflops:.2f} GFLOP/s")
@@ -117,6 +117,13 @@ class InteractiveResult:
             parts.append(f"{self.speedup_naive:.2f}x vs naive")
         if self.speedup_numpy is not None:
             parts.append(f"{self.speedup_numpy:.2f}x vs numpy")
+        return parts
+
+    def summary(self) -> str:
+        """One line: time, GFLOP/s, speed-ups and the check, or what failed."""
+        if not self.ok:
+            return f"failed ({self.error_kind}): {self.error} [{self.backend}]"
+        parts = self.speed_parts()
         if self.checked_by == "program":
             parts.append(f"correct vs the unscheduled program (max abs error "
                          f"{self.max_abs_error:.2g})")
@@ -133,7 +140,7 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-class InteractiveMeasurer:
+class InteractiveMeasurer(PoolOwner):
     """Measures one schedule at a time in one kept-alive worker process.
 
     ``target``: where kernels run. ``config``: the timing protocol (default
@@ -234,17 +241,6 @@ class InteractiveMeasurer:
         inp = MeasureInput.from_workload(wl, trace, target, seed=seed, fault=fault,
                                          check_seed=self.config.seed)
         return self.runner.run_one(inp)
-
-    # ------------------------------------------------------------ lifetime
-    def close(self) -> None:
-        self.pool.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 def _backend_name(target) -> str:
     return "interpreter" if target.kind == "interp" else target.kind

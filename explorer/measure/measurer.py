@@ -19,7 +19,7 @@ import os
 from ..target import as_target
 from .builder import LocalBuilder
 from .config import RunConfig
-from .pool import WorkerPool
+from .pool import PoolOwner, WorkerPool
 from .result import MeasureInput
 from .runner import LocalRunner
 
@@ -30,7 +30,7 @@ def measure_env(threads: int) -> dict:
             "OMP_NUM_THREADS": str(max(1, threads))}
 
 
-class Measurer:
+class Measurer(PoolOwner):
     """Builder + runner over one pool of ``workers`` processes (default: the target's cores)."""
 
     def __init__(self, target="llvm", config: RunConfig | None = None,
@@ -75,15 +75,6 @@ class Measurer:
     def best_secs(self) -> dict:
         """Best median seconds so far per (``MeasureInput.workload_key``, target)."""
         return self.runner.best_secs
-
-    def close(self) -> None:
-        self.pool.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def measure(schedules: list, target="llvm", config: RunConfig | None = None) -> list:

@@ -228,7 +228,27 @@ def wait_any(workers: list, timeout: float) -> None:
     select.select([w.proc.stdout for w in workers], [], [], max(0.0, timeout))
 
 
-class WorkerPool:
+class Closing:
+    """``with`` support for an object that ends its worker processes in ``close()``."""
+
+    def close(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class PoolOwner(Closing):
+    """An object that measures in its ``self.pool``: closing it closes the pool."""
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class WorkerPool(Closing):
     """``size`` workers running ``handlers`` (comma-separated module names), in
     an environment of this one with ``env`` set and ``unset_env`` removed."""
 
@@ -256,12 +276,6 @@ class WorkerPool:
             self.closed = True
             for w in self.workers:
                 w.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __del__(self):
         try:
