@@ -174,7 +174,7 @@ def baseline_job(payload: dict, emit) -> dict:
         err = ref.compare(args, cfg.rtol, cfg.atol) if cfg.check else None
     except Exception as e:  # a wrong baseline is reported, not fatal
         return {"error": f"{impl}: {e}", "error_kind": "wrong", "flops": wl.flops}
-    samples, number = time_repeats(call, first, cfg, 0.8 * cfg.run_timeout)
+    samples, number = time_repeats(call, first, cfg, cfg.repeats_budget)
     return {"run_secs": samples, "number": number, "first_run_secs": first,
             "max_abs_error": err, "flops": wl.flops}
 

@@ -70,6 +70,12 @@ class RunConfig:
         base.update(kw)
         return cls(**base)
 
+    @property
+    def repeats_budget(self) -> float:
+        """Seconds all the runs of one candidate may take: 80% of ``run_timeout``, so
+        that a slow machine cuts repeats before the caller's deadline cuts the job."""
+        return 0.8 * self.run_timeout
+
     def with_(self, **changes) -> "RunConfig":
         return replace(self, **changes)
 

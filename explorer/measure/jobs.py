@@ -164,7 +164,7 @@ def run_job(payload: dict, emit) -> dict:
                          f"{cutoff:.4g} s (far slower than the best so far); not timed further")
         emit("first_run", secs=first)
         flush = _flusher(inp.target) if cfg.flush_cache else None
-        budget = 0.8 * cfg.run_timeout - (time.perf_counter() - start)
+        budget = cfg.repeats_budget - (time.perf_counter() - start)
         samples, number = time_repeats(call, first, cfg, budget, flush)
         _check(ref, args, cfg, f"after {len(samples)} timed repeats: the output changes from "
                "run to run, a race or missing initialization?")
