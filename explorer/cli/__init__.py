@@ -13,7 +13,8 @@ status 1 and their message on one line; no traceback for either (set
 
 What a command will write (``--db``, ``--json``) and what a workload needs
 (memory, 64-bit indices) is checked before any work starts, by the helpers of
-``explorer.cli.common``.
+``explorer.cli.common``; an operator and its shape given as text are read by
+``explorer.cli.workload_text``, the same for every command.
 """
 from __future__ import annotations
 
