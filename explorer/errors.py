@@ -28,6 +28,12 @@ class ArgumentError(ExplorerError):
     """A kernel was called with arrays of the wrong number, shape, dtype or layout."""
 
 
+class RaceError(ExplorerError):
+    """A GPU-bound program, run thread by thread, let two threads touch one element of a
+    shared or global buffer between two barriers with one of them writing, or left
+    some threads of a block waiting at a barrier the others never reach."""
+
+
 class MeasureError(ExplorerError):
     """Measuring a candidate failed (timeout, crash, wrong result)."""
 
