@@ -350,7 +350,7 @@ def _race(info, name, scope, shape, elem, first, second, how) -> RaceError:
         f"element {_element(shape, elem)}: {first} {how[0]} it and {second} {how[1]} it "
         f"{how[2]}. Put a __syncthreads() between the two accesses (barriers go where "
         f"explorer.backends.barriers.barrier_points says), or give each thread its own "
-        f"elements")
+        f"elements (a reduction loop bound to threads needs a cross-thread reduction)")
 
 
 def _check_phase(info: _LaunchInfo, block, logs, block_acc) -> None:
