@@ -169,8 +169,8 @@ def test_cpu_programs_run_without_the_gpu_path():
 
 
 @pytest.mark.xfail(raises=RaceError, strict=False,
-                   reason="known lowering bug (issue 15, item 1): a reduction loop bound to "
-                          "threadIdx.x lowers to an unsynchronized B[i] = B[i] + ... across "
+                   reason="known lowering bug (issue 15, item 1): a reduction loop marked "
+                          "cross_thread_reduction and bound to threadIdx.x lowers to an unsynchronized B[i] = B[i] + ... across "
                           "threads; the cuda space's cross-thread-reduction samples of softmax "
                           "and row_sum all have it")
 def test_a_reduction_bound_to_threads_is_not_a_race():
@@ -178,6 +178,7 @@ def test_a_reduction_bound_to_threads_is_not_a_race():
     sch = Schedule(wl)
     i, k = sch.get_loops(sch.get_block("B"))
     _, k1 = sch.split(k, [None, 4])
+    sch.annotate(sch.get_block("B"), "cross_thread_reduction", 1)   # as the cuda space does
     sch.bind(i, "blockIdx.x")
     sch.bind(k1, "threadIdx.x")
     args = wl.make_args(0)
