@@ -6,9 +6,35 @@ What happens here, in order:
    not divide, or a region larger than the buffer) becomes an ``if``; the init
    of a reduction that was not decomposed runs under ``if <reduce vars> == 0``;
 2. every intermediate buffer is *compacted*: allocated at the lowest loop that
-   encloses all its accesses (hoisted above the thread loops that share it:
-   threadIdx/vthread for ``shared``, vthread for ``local``) and shrunk to the
-   region touched per iteration of that loop, with indices rebased;
+   encloses all its accesses and shrunk to the region touched per iteration of
+   that loop, with indices rebased (``_alloc_point``, ``_compact``). On a GPU
+   the placement follows who shares the buffer:
+
+   - ``shared``: one copy per thread block, so it is hoisted above the
+     threadIdx/vthread loops around its accesses. Hoisting must not widen it
+     over the serial loops *inside* those thread loops: in
+     ``for tx: for k_0: fetch A_shared[.., k_0*8 : k_0*8+8]; use it`` every
+     thread runs iteration ``k_0`` together (the code generator puts a barrier
+     after the fetch and before the next one overwrites it), so the buffer
+     holds one iteration's tile. Rule: the region is taken with the
+     allocation loops *and* the serial/unrolled loops common to all accesses
+     below the first hoisted thread loop held fixed (only the thread loops
+     and the loops not common to all accesses vary); its lower bound, which
+     may then depend on such a loop (``k_0*8``), is subtracted from every
+     index. A loop across which the buffer carries data stops this: a
+     reduction accumulating into the buffer over it, or a read in one
+     iteration of what another wrote (then the loop varies too, from the
+     innermost such loop outwards, as for the allocation point itself);
+   - ``local``: private to a thread, so always allocated inside the
+     threadIdx loops around its accesses. A virtual thread's registers are
+     the real thread's, so it is hoisted above a vthread loop only when no
+     threadIdx loop is inside that vthread loop (order threadIdx > vthread);
+     its indices keep their vthread term, so each virtual thread owns its
+     part and none overlaps another's. With the tiling order blockIdx >
+     vthread > threadIdx it is allocated per (vthread, thread) pair;
+   - ``global`` (an intermediate between kernels): above every thread loop,
+     widened over everything below (blocks do not synchronize, so it is never
+     reused across iterations of a loop inside them);
 3. index expressions are simplified with the loop ranges known.
 
 The result is a ``PrimFunc`` whose body holds only ``For``, ``SeqStmt``,
@@ -114,6 +140,9 @@ def _carried_loops(func: PrimFunc) -> dict:
 
 _HOIST = {"shared": ("threadIdx", "vthread"), "local": ("vthread",),
           "global": ("threadIdx", "vthread", "blockIdx")}
+# scopes whose buffer, hoisted above thread loops, is still sized per iteration of the
+# serial loops inside them (the threads sharing it run those iterations in step)
+_PER_ITERATION = ("shared", "local")
 
 
 def _accesses(body: Stmt) -> tuple:
@@ -150,7 +179,9 @@ def _covers(outer: list, inner: list, all_ranges: dict) -> bool:
     return True
 
 
-def _alloc_point(paths: list, scope: str, carried: set = frozenset()) -> list:
+def _alloc_point(paths: list, scope: str, carried: set = frozenset()) -> tuple:
+    """(allocation loops, inner loops held fixed): the buffer is allocated in the
+    innermost of the first and sized per iteration of both (see the docstring)."""
     common = paths[0]
     for p in paths[1:]:
         n = 0
@@ -159,11 +190,21 @@ def _alloc_point(paths: list, scope: str, carried: set = frozenset()) -> list:
         common = common[:n]
     hoist = _HOIST.get(scope, ())
     for n, loop in enumerate(common):
-        if loop.kind == "thread" and loop.thread.split(".")[0] in hoist:
-            return common[:n]
         if loop.var.name in carried:
-            return common[:n]
-    return list(common)
+            return list(common[:n]), []
+        if loop.kind == "thread" and loop.thread.split(".")[0] in hoist:
+            if scope == "local" and any(lp.kind == "thread" and lp.thread.startswith("threadIdx")
+                                        for lp in common[n:]):
+                continue    # never above the threads that own it
+            inner = []
+            if scope in _PER_ITERATION:
+                for lp in common[n:]:
+                    if lp.var.name in carried:
+                        break
+                    if lp.kind in ("serial", "unrolled"):
+                        inner.append(lp)
+            return list(common[:n]), inner
+    return list(common), []
 
 
 def _region(buf: Buffer, sites: list, point: list, all_ranges: dict):
@@ -183,16 +224,22 @@ def _compact(body: Stmt, func: PrimFunc, carry: dict) -> Stmt:
         sites = acc.get(buf.name)
         if not sites:
             continue
-        point = _alloc_point([p for p, _ in sites], buf.scope, carry.get(buf.name, set()))
-        # per iteration of the point, what is read must have been written in that
-        # iteration; otherwise data flows across iterations: allocate higher
-        while point:
-            wr = _region(buf, writes.get(buf.name, []), point, all_ranges)
-            rd = _region(buf, sites, point, all_ranges)
+        point, inner = _alloc_point([p for p, _ in sites], buf.scope,
+                                    carry.get(buf.name, set()))
+        # per iteration of the point (and of the inner loops held fixed), what is read
+        # must have been written in that iteration; otherwise data flows across
+        # iterations: let the innermost fixed loop vary, then allocate higher
+        while point or inner:
+            fixed = point + inner
+            wr = _region(buf, writes.get(buf.name, []), fixed, all_ranges)
+            rd = _region(buf, sites, fixed, all_ranges)
             if wr is not None and rd is not None and _covers(wr, rd, all_ranges):
                 break
-            point = point[:-1]
-        region = _region(buf, sites, point, all_ranges)
+            if inner:
+                inner = inner[:-1]
+            else:
+                point = point[:-1]
+        region = _region(buf, sites, point + inner, all_ranges)
         if region is None:
             region = full_region(buf.shape)
         new_buf = buf.with_(shape=tuple(ext for _, ext in region))

@@ -13,7 +13,12 @@ from .tree import (Namer, body_of, children, loop_role, contains_block, find_blo
                    loads_of, loops_of, readers, realizes_under, remove_block, replace_block,
                    writers)
 
-_RELAX = {"shared": ("threadIdx", "vthread"), "local": ("vthread",),
+# thread loops above a compute-at point over which the region is widened: those whose
+# iterations share the buffer. A ``local`` buffer is private to one (thread, virtual
+# thread) pair: a stage computed at a loop inside a vthread loop covers that virtual
+# thread's part only (widening it made each vthread write back, and read, the others'
+# rows too: a race on the output and reads of other threads' registers).
+_RELAX = {"shared": ("threadIdx", "vthread"), "local": (),
           "global": ("threadIdx", "vthread", "blockIdx")}
 
 
