@@ -69,7 +69,9 @@ def _owners(lowered) -> list:
                 who = [t for t in tags if t.startswith(("threadIdx", "vthread"))]
                 inst = [lp.var.name for lp in loops[:allocs.get(buf.name, 0)]]
             elif buf.name in params and is_write:
-                who, inst = list(tags), []
+                # the threads of a cross-thread reduction update one element together
+                together = {lp.thread for lp in loops if lp.annotation("cross_thread_reduction")}
+                who, inst = [t for t in tags if t not in together], []
             else:
                 continue
             cols = [np.broadcast_to(evaluate(i, env, default=0), (n,)) for i in idx]
@@ -183,3 +185,83 @@ def test_sampled_gpu_schedules_give_every_local_element_and_output_one_owner(op,
         assert _owners(lower(sch)) == [], sch.trace
         _run(sch, wl)
 
+
+# ------------------------------------------------------------------ illegal bindings
+
+def test_bind_refuses_a_reduction_loop_on_threads_and_says_to_rfactor():
+    wl = ops.gemm(8, 8, 32)
+    sch = Schedule(wl)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.y")
+    with pytest.raises(ScheduleError, match=r"bind: loop 'k' is a reduction loop of block 'C'.*"
+                                            r"race.*rfactor"):
+        sch.bind(k, "threadIdx.x")
+    _run(sch, wl)          # refused all-or-nothing: the schedule still runs
+
+
+def test_rfactor_then_bind_the_factored_loop_is_a_cross_thread_reduction_that_runs():
+    wl = ops.row_sum(4, 256)
+    sch = Schedule(wl)
+    b = sch.get_block("B")
+    i, k = sch.get_loops(b)
+    ko, ki = sch.split(k, [None, 32])
+    rf = sch.rfactor(ki, 0)
+    i_rf, ko_rf, ki_rf = sch.get_loops(rf)
+    sch.reorder(ki_rf, ko_rf)
+    sch.bind(i_rf, "blockIdx.x")
+    sch.bind(ki_rf, "threadIdx.x")      # spatial for the rfactor block: each thread its sum
+    i2, _ = sch.get_loops(b)
+    sch.bind(i2, "blockIdx.x")
+    assert _owners(lower(sch)) == []
+    _run(sch, wl)
+
+
+def test_the_cross_thread_reduction_rule_still_binds_and_marks_its_loop():
+    wl = ops.row_sum(4, 256)
+    sp = DesignSpace(wl, GPU)
+    marked = 0
+    for sch in sp.sample(6, seed=1):
+        for node, _ in walk_stmt(lower(sch).body):
+            if isinstance(node, For) and node.annotation("cross_thread_reduction"):
+                assert node.kind == "thread" and node.thread.startswith("threadIdx")
+                marked += 1
+        _run(sch, wl)
+    assert marked
+
+
+def test_bind_refuses_two_extents_for_one_thread_axis_in_a_launch():
+    wl = ops.elementwise(8, 64)
+    sch = Schedule(wl)
+    i, j = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "blockIdx.x")
+    jo, ji = sch.split(j, [4, 16])
+    sch.bind(jo, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"bind: loop 'j_1' of extent 16.*threadIdx.x.*"
+                                            r"loop 'j_0' of extent 4"):
+        sch.bind(ji, "threadIdx.x")
+    _run(sch, wl)
+
+
+def test_bind_refuses_more_threads_than_a_block_holds():
+    wl = ops.elementwise(4, 2048)
+    sch = Schedule(wl)
+    i, j = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match=r"bind: loop 'j' has extent 2048; threadIdx.x is "
+                                            r"at most 1024"):
+        sch.bind(j, "threadIdx.x")
+    sch = Schedule(ops.elementwise(64, 64))
+    i, j = sch.get_loops(sch.get_block("C"))
+    jo, ji = sch.split(j, [None, 32])
+    sch.bind(i, "threadIdx.y")
+    with pytest.raises(ScheduleError, match=r"bind: loop 'j_1'.*2048 threads per block"):
+        sch.bind(ji, "threadIdx.x")
+    with pytest.raises(ScheduleError, match=r"threadIdx.z.*at most 64"):
+        _bind_z()
+
+
+def _bind_z():
+    sch = Schedule(ops.elementwise(128, 4))
+    i, _ = sch.get_loops(sch.get_block("C"))
+    sch.bind(i, "threadIdx.z")

@@ -201,16 +201,93 @@ def unroll(func, loop: str) -> object:
     return set_kind(func, loop, "unrolled")
 
 
+# A block annotated so (``Schedule.annotate(block, CROSS_THREAD_REDUCTION, 1)``) may have
+# a reduction loop bound to threadIdx: the threads then reduce together, and the bound
+# loop carries the annotation (value: the block's name) through lowering so that the
+# code generator emits a cross-thread reduction (warp shuffles or a shared-memory
+# tree) instead of every thread updating the accumulator at once.
+CROSS_THREAD_REDUCTION = "cross_thread_reduction"
+# CUDA's launch limits on every device since compute capability 2.0 (a target may allow
+# fewer: VerifyGPUCode checks its own numbers)
+CUDA_MAX_THREADS_PER_BLOCK = 1024
+CUDA_MAX_BLOCK_DIM = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}
+
+
+def launch_extents(kernel: For) -> dict:
+    """thread axis -> [(extent, loop name)] of the loops bound to it in one launch (the
+    loop nest under ``kernel``, one outermost loop of a function)."""
+    from ..ir.functor import walk_stmt
+    out: dict = {}
+    for node, _ in walk_stmt(kernel):
+        if isinstance(node, For) and node.kind == "thread":
+            out.setdefault(node.thread, []).append((node.extent, node.var.name))
+    return out
+
+
+def threads_per_block(extents: dict) -> int:
+    return math.prod(max(e for e, _ in v) for tag, v in extents.items()
+                     if tag.startswith("threadIdx"))
+
+
+def _check_reduction_on_threads(func, loop: str, node: For, thread: str) -> For:
+    blocks = [r.block for r, _ in realizes_under(node.body) if "R" in loop_role(loop, r)]
+    if not blocks:
+        return node
+    if not thread.startswith("threadIdx"):
+        raise ScheduleError(f"bind: loop {loop!r} is a reduction loop of block "
+                            f"{blocks[0].name!r}; only threadIdx may run a (cross-thread) "
+                            f"reduction, not {thread}")
+    for b in blocks:
+        if not dict(b.annotations).get(CROSS_THREAD_REDUCTION):
+            raise ScheduleError(
+                f"bind: loop {loop!r} is a reduction loop of block {b.name!r}; bound to "
+                f"{thread} its threads would update {b.body.buffer.name} at once (a race). "
+                f"Use rfactor first (rfactor({loop!r}) makes it a spatial loop of the rfactor "
+                f"block: each thread its own partial result, reduced afterwards), or mark "
+                f"the block for a cross-thread reduction with "
+                f"annotate(block, {CROSS_THREAD_REDUCTION!r}, 1)")
+    names = ",".join(sorted(b.name for b in blocks))
+    return node.with_(annotations=tuple(kv for kv in node.annotations
+                                        if kv[0] != CROSS_THREAD_REDUCTION)
+                      + ((CROSS_THREAD_REDUCTION, names),))
+
+
+def _check_launch(func, loop: str, path: tuple, node: For, thread: str) -> None:
+    """The launch around ``loop`` once bound: one extent per thread axis, CUDA's limits."""
+    kernel = (loops_of(path) or [node])[0]
+    bound = replace_loop(func, loop, node.with_(kind="thread", thread=thread))
+    extents = launch_extents(find_loop(bound, kernel.var.name, "bind")[0])
+    where = f"the launch at loop {kernel.var.name!r}"
+    others = [(e, n) for e, n in extents.get(thread, []) if e != node.extent]
+    if others:
+        e, n = others[0]
+        raise ScheduleError(f"bind: loop {loop!r} of extent {node.extent} cannot be bound to "
+                            f"{thread}: loop {n!r} of extent {e} in {where} is bound to it "
+                            f"already, and a launch has one {thread} extent; split them to "
+                            "equal extents")
+    limit = CUDA_MAX_BLOCK_DIM.get(thread)
+    if limit is not None and node.extent > limit:
+        raise ScheduleError(f"bind: loop {loop!r} has extent {node.extent}; {thread} is at "
+                            f"most {limit} on CUDA devices; split it first")
+    threads = threads_per_block(extents)
+    if thread.startswith("threadIdx") and threads > CUDA_MAX_THREADS_PER_BLOCK:
+        raise ScheduleError(f"bind: loop {loop!r} to {thread} would make {where} use "
+                            f"{threads} threads per block, more than "
+                            f"{CUDA_MAX_THREADS_PER_BLOCK} (CUDA's limit); split it and bind "
+                            "a smaller part")
+
+
 def bind(func, loop: str, thread: str) -> object:
     if thread not in THREAD_TAGS:
         raise ScheduleError(f"bind: unknown thread axis {thread!r}; use one of "
                             f"{', '.join(THREAD_TAGS)}")
     node, path = find_loop(func, loop, "bind")
-    if not thread.startswith("threadIdx"):
-        _check_no_reduction(func, loop, "bind", f"only threadIdx may run a (cross-thread) "
-                            f"reduction, not {thread}")
     for outer in loops_of(path):
         if outer.kind == "thread" and outer.thread == thread and thread.startswith("blockIdx"):
             raise ScheduleError(f"bind: loop {loop!r} is inside loop {outer.var.name!r}, "
                                 f"already bound to {thread}")
+    marked = _check_reduction_on_threads(func, loop, node, thread)
+    _check_launch(func, loop, path, node, thread)
+    if marked is not node:
+        func = replace_loop(func, loop, marked)
     return set_kind(func, loop, "thread", thread)

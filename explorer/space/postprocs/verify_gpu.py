@@ -7,6 +7,7 @@ from ...errors import PostprocError
 from ...ir.functor import collect_loads, substitute, walk_stmt
 from ...ir.region import union_region
 from ...ir.stmt import BlockRealize, For, SeqStmt
+from ...schedule.loop_prims import launch_extents, threads_per_block
 from ...schedule.tree import loops_of, realizes_under
 from .. import analysis as A
 from ..postproc import Postproc
@@ -26,9 +27,11 @@ class VerifyGPUCode(Postproc):
 
     Buffer sizes are the regions touched per iteration of the innermost loop around all
     uses (widened over the threads that share the buffer), as MetaSchedule's
-    ``CompactBufferAllocation`` sizes them. ``explorer.lower`` currently widens shared
-    buffers over the serial loops between the threads and the uses as well (a reduction
-    tile would count the whole reduction), so this check does its own sizing.
+    ``CompactBufferAllocation`` sizes them, and as ``explorer.lower`` now allocates them
+    (shared buffers per iteration of the serial loops inside the thread loops). Local
+    buffers count once per thread: all its virtual threads' parts together.
+    The launch checks share ``launch_extents`` with ``bind``, which refuses CUDA's
+    own limits (1024 threads per block, one extent per axis) when the loop is bound.
     """
 
     def __init__(self, max_vector_bytes: int = 16, max_vthread: int = 8):
@@ -55,12 +58,10 @@ class VerifyGPUCode(Postproc):
                                         f"memory {what}, more than the target's {limit}")
 
     def _check_kernel(self, kernel: For, t) -> None:
-        extents: dict = {}
         for node, _ in walk_stmt(kernel):
-            if isinstance(node, For) and node.kind == "thread":
-                extents.setdefault(node.thread, set()).add(node.extent)
-            elif isinstance(node, For) and node.kind == "vectorized":
+            if isinstance(node, For) and node.kind == "vectorized":
                 self._check_vector(node)
+        extents = {tag: {e for e, _ in v} for tag, v in launch_extents(kernel).items()}
         name = kernel.var.name
         if not any(tag.startswith(("blockIdx", "threadIdx")) for tag in extents):
             raise PostprocError(f"kernel at loop {name!r} is not bound to GPU threads; bind "
@@ -70,7 +71,7 @@ class VerifyGPUCode(Postproc):
                 raise PostprocError(f"kernel at loop {name!r}: loops bound to {tag} have "
                                     f"different extents {sorted(exts)}; a kernel has one "
                                     f"{tag} extent")
-        threads = math.prod(max(e) for tag, e in extents.items() if tag.startswith("threadIdx"))
+        threads = threads_per_block(launch_extents(kernel))
         if threads > t.max_threads_per_block:
             raise PostprocError(f"kernel at loop {name!r} uses {threads} threads per block, more "
                                 f"than the target's {t.max_threads_per_block}")
