@@ -168,12 +168,9 @@ def test_cpu_programs_run_without_the_gpu_path():
     wl.check(args)
 
 
-@pytest.mark.xfail(raises=RaceError, strict=False,
-                   reason="known lowering bug (issue 15, item 1): a reduction loop marked "
-                          "cross_thread_reduction and bound to threadIdx.x lowers to an unsynchronized B[i] = B[i] + ... across "
-                          "threads; the cuda space's cross-thread-reduction samples of softmax "
-                          "and row_sum all have it")
 def test_a_reduction_bound_to_threads_is_not_a_race():
+    """Marked for a cross-thread reduction, the threads' accumulations stand for the
+    reduction the code generator emits; unmarked, bind refuses the loop."""
     wl = ops.get("row_sum", M=2, N=8)
     sch = Schedule(wl)
     i, k = sch.get_loops(sch.get_block("B"))
@@ -184,3 +181,22 @@ def test_a_reduction_bound_to_threads_is_not_a_race():
     args = wl.make_args(0)
     build(sch, "interp")(*args)
     wl.check(args)
+
+
+def test_an_unmarked_accumulation_across_threads_is_still_a_race():
+    """The exemption is the annotation's, not every reduction's: the same program with
+    the loop's mark taken off (as a hand-written lowered program would be) races."""
+    from explorer.ir.functor import transform_stmt
+    wl = ops.get("row_sum", M=2, N=8)
+    sch = Schedule(wl)
+    i, k = sch.get_loops(sch.get_block("B"))
+    _, k1 = sch.split(k, [None, 4])
+    sch.annotate(sch.get_block("B"), "cross_thread_reduction", 1)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(k1, "threadIdx.x")
+    low = lower(sch)
+    unmarked = low.with_(body=transform_stmt(low.body, lambda s: s.with_(annotations=())
+                                             if isinstance(s, For) and s.annotations else None))
+    from explorer.backends.interp import build_interp
+    with pytest.raises(RaceError, match="global buffer B"):
+        build_interp(sch.func, unmarked)(*wl.make_args(0))

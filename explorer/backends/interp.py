@@ -27,6 +27,8 @@ the buffer, the element, both threads and who read and who wrote; so does a
 barrier that some threads of a block reach and others never do. A thread is
 ``(blockIdx, threadIdx)``; vthreads of one thread are one thread. Programs
 without thread bindings (CPU programs) run exactly as before, with no logging.
+Accumulations under a thread loop marked for a cross-thread reduction are not
+logged: they stand for the reduction the code generator emits (``_allreduced``).
 """
 from __future__ import annotations
 
@@ -38,7 +40,9 @@ import numpy as np
 from ..errors import BuildError, RaceError
 from ..ir.expr import (BinaryOp, BufferLoad, Call, Cast, Div, Expr, FloatImm, IntImm, Max, Min,
                        Not, Select, Var, FLOAT_DTYPES)
+from ..ir.functor import collect_loads
 from ..ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
+from ..schedule.loop_prims import CROSS_THREAD_REDUCTION
 from .barriers import BLOCK_TAGS, THREAD_TAGS, barrier_points, is_thread_loop, launch_of
 from .kernel import Kernel
 
@@ -162,7 +166,10 @@ class _PyGen:
                 d += 1
                 pad = "    " * d
             self.lines.append(f"{pad}v_{s.var.name} = {tv}")
+            saved = self.logged
+            self.logged = {k: v for k, v in saved.items() if k not in _allreduced(s)}
             self.stmt(s.body, d)
+            self.logged = saved
         elif isinstance(s, For) and d >= 12 and self._fusable(s):
             self._fused_loops(s, d)
         elif isinstance(s, For):
@@ -260,6 +267,23 @@ class _PyGen:
         self.stmt(self.func.body, 1)
         self.lines.append("    return None")
         return "\n".join(self.lines) + "\n"
+
+
+def _allreduced(loop: For) -> set:
+    """Buffers the threads of ``loop`` reduce together: a loop bound to threadIdx with
+    the ``cross_thread_reduction`` annotation (``Schedule.bind`` puts it there) asks the
+    code generator for a cross-thread reduction (warp shuffles or a shared-memory tree)
+    of the accumulations under it. Run one thread after another, those accumulations
+    compute what that reduction computes, so they are not races."""
+    if not dict(loop.annotations).get(CROSS_THREAD_REDUCTION):
+        return set()
+    out = set()
+    for node in _iter_stmts(loop.body):
+        if isinstance(node, BufferStore) and any(
+                ld.buffer.name == node.buffer.name and ld.indices == node.indices
+                for ld in collect_loads(node.value)):
+            out.add(node.buffer.name)
+    return out
 
 
 def _iter_fors(s):
