@@ -186,7 +186,9 @@ def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     assert len(res.retimed) == 3
     first = min(res.retimed, key=lambda r: r["seconds_before"])
     assert first["trial"] == lucky.trial
-    assert first["seconds_after"] > 100 * first["seconds_before"]
+    # reported 1000x too fast; its real runs put it back at least 10x slower (not 1000x:
+    # the first, real measurement may have been taken while the machine was busy)
+    assert first["seconds_after"] > 10 * first["seconds_before"]
     assert len(lucky.retime_secs) == 6
     # the best is the fastest of the re-timed (its median over all runs), in the result,
     # the database and the events alike; a record measured once does not pass it
