@@ -16,6 +16,7 @@ Inputs that are handles are written ``"$b0"``, ``"$l1"``, ``"$v2"`` (and
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from dataclasses import dataclass, field
@@ -190,11 +191,18 @@ def _primitive(sch, idx: int, kind, args: list, kw: dict):
                          f"{', '.join(sorted(KINDS))}")
     method = getattr(sch, kind)
     try:
-        inspect.signature(method).bind(*args, **kw)
+        _signature(type(sch), kind).bind(sch, *args, **kw)
     except TypeError as e:
         raise TraceError(f"instruction {idx} ({kind}): wrong arguments ({e}); expected "
                          f"{', '.join(_params(method))}") from None
     return method
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(cls, kind: str) -> inspect.Signature:
+    """The signature of primitive ``kind`` (self included), read once: replaying a
+    design-space trace binds thousands of instructions."""
+    return inspect.signature(getattr(cls, kind))
 
 
 def _params(method) -> list:
