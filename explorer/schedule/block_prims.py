@@ -122,6 +122,17 @@ def _check_inputs_ready(out, inputs: set, loop: str, prim: str, block: str):
                                     f"writes only after loop {loop!r}; it cannot move there")
 
 
+def _inputs(func, block) -> set:
+    """Buffers whose writers must run before ``block``: what it reads, and its own output
+    when other blocks write it too (the init of a decomposed reduction: the update reads
+    the accumulator the init block writes)."""
+    names = {b.name for b in block.reads()}
+    own = block.body.buffer.name
+    if any(w != block.name for w in writers(func, own)):
+        names.add(own)
+    return names
+
+
 def compute_at(func, block: str, loop: str):
     """Move producer ``block`` under ``loop``, computing only what the consumers
     there need per iteration."""
@@ -159,7 +170,7 @@ def compute_at(func, block: str, loop: str):
     out = remove_block(func, block)
     kids = children(find_loop(out, loop)[0].body)
     first_consumer = _index_of(kids, set(consumers), last=False)
-    inputs = {b.name for b in prod.block.reads()}
+    inputs = _inputs(out, prod.block)
     _check_inputs_ready(out, inputs, loop, "compute_at", block)
     producers = {w for b in inputs for w in writers(out, b)}
     last_producer = _index_of(kids, producers, last=True)
@@ -212,7 +223,7 @@ def reverse_compute_at(func, block: str, loop: str):
     nest = cover_nest(cons.block, dims, region, func, all_ranges(func))
     out = remove_block(func, block)
     kids = children(find_loop(out, loop)[0].body)
-    inputs = {b.name for b in cons.block.reads()}
+    inputs = _inputs(out, cons.block)
     _check_inputs_ready(out, inputs, loop, "reverse_compute_at", block)
     producers = {w for b in inputs for w in writers(out, b)}
     last_producer = _index_of(kids, producers, last=True)
