@@ -81,6 +81,11 @@ class TuningRecord:
     def from_json(d: dict) -> "TuningRecord":
         """A record from a line of records.jsonl (checked by ``schema.validate_record``)."""
         validate_record(d)
+        return TuningRecord._from_checked(d)
+
+    @staticmethod
+    def _from_checked(d: dict) -> "TuningRecord":
+        """A record from a line the schema has already accepted (``Database.reload``)."""
         rs = d["run_secs"]
         return TuningRecord(
             workload=d["workload"], target=d["target"], trace=d["trace"],
@@ -121,8 +126,8 @@ def _check_secs(run_secs, what: str) -> tuple:
 
 
 def _retime_from_json(d) -> tuple:
-    """(record key, run times or the error string) of a line of retimes.jsonl."""
-    validate_retime(d)
+    """(record key, run times or the error string) of a line of retimes.jsonl that the
+    schema has accepted (``validate_retime``)."""
     key = (d["workload"], target_key(d["target"]), trace_key(d["trace"]))
     if isinstance(d.get("error"), str):
         return key, d["error"]
@@ -212,7 +217,7 @@ class Database:
             self._workloads[d["key"]] = d
         self._records, self._keys, self._retimes = [], {}, {}
         for d in _read_lines(self.records_file, validate_record):
-            self._add(TuningRecord.from_json(d))
+            self._add(TuningRecord._from_checked(d))
         for d in _read_lines(self.retimes_file, validate_retime):
             key, item = _retime_from_json(d)
             if key not in self._keys:
