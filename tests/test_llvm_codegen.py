@@ -266,7 +266,11 @@ def test_unrolled_tile_in_an_output_buffer_stays_in_registers():
     loops = [b for b in _self_loops(kern.optimized_ir) if "fmul" in b or "fma" in b]
     assert loops, kern.optimized_ir
     for block in loops:
-        assert "store " not in block, block
+        # no store per reduction step: a loop over the reduction has none; a loop LLVM
+        # fully unrolled the reduction into (it does on some CPUs) stores each
+        # accumulator once per R steps at most
+        mults = block.count("fmul") + block.count("fma")
+        assert block.count("store ") * R <= mults, block
 
 
 def test_one_index_tuple_into_buffers_of_two_shapes():
