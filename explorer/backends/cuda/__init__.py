@@ -1,0 +1,1 @@
+"""The CUDA backend: CUDA C generation, compile checks with nvcc, host emulation, pycuda runtime."""
