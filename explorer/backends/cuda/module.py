@@ -33,7 +33,18 @@ Conventions of ``source`` (the generator keeps them, the others rely on them):
       #define EXPLORER_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) T name[]
       #endif
 
-  and the launch's ``dynamic_shared_bytes`` says how much it needs.
+  and the launch's ``dynamic_shared_bytes`` says how much it needs. The generator
+  declares at most one such pool per kernel (``unsigned char``) and carves its shared
+  buffers out of it with pointer casts.
+- Global buffers (parameters and scratch) start at a 16-byte aligned address: the
+  generator emits ``float2``/``float4`` (``int2``/``int4``) accesses through them where
+  the index is provably a multiple of the width (cudaMalloc gives 256 bytes; whoever
+  runs the module on the host copies arrays into 16-byte aligned memory).
+  Shared arrays are declared ``__align__(16)``.
+- Besides the built-ins above the source may define its own ``__device__
+  __forceinline__`` helpers (integer floor division and modulo, ``explorer_floordiv`` and
+  ``explorer_floormod``), and float64 code uses the C library's double functions
+  without a suffix (``exp``, ``log``, ``sqrt``, ``tanh``, ``fabs``, ``fmax``, ``fmin``).
 """
 from __future__ import annotations
 
