@@ -26,9 +26,9 @@ class Task:
 
 def load_suite(name_or_path) -> list:
     """Tasks of a suite shipped with the package (``suite_names()``: resnet18,
-    bert_base, mlp) or of a JSON file. A task is a library op (``"op"`` and
-    ``"params"``) or a user's workload (``"workload"``: its ``Workload.to_json()``,
-    checked against its unscheduled program when it was checked by a numpy function)."""
+    bert_base, mobilenet_v2, mlp; the files are in ``data/``) or of a JSON file.
+    A task is a library op (``"op"`` and ``"params"``) or a user's workload
+    (``"workload"``: its ``Workload.to_json()``, checked against its unscheduled program when it was checked by a numpy function)."""
     name = str(name_or_path)
     if name in suite_names():
         text, where = suite_text(name), name
@@ -40,8 +40,8 @@ def load_suite(name_or_path) -> list:
     try:
         return [_task(t) for t in json.loads(text)["tasks"]]
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-        raise ExplorerError(f"suite {where} is malformed ({e}); see explorer/suites/*.json "
-                            "for the format") from None
+        raise ExplorerError(f"suite {where} is malformed ({e}); see the suites in "
+                            "data/*.json for the format") from None
 
 
 def _task(t: dict) -> Task:
