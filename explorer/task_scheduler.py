@@ -28,7 +28,8 @@ def load_suite(name_or_path) -> list:
     """Tasks of a suite shipped with the package (``suite_names()``: resnet18,
     bert_base, mobilenet_v2, mlp; the files are in ``data/``) or of a JSON file.
     A task is a library op (``"op"`` and ``"params"``) or a user's workload
-    (``"workload"``: its ``Workload.to_json()``, checked against its unscheduled program when it was checked by a numpy function)."""
+    (``"workload"``: its ``Workload.to_json()``, checked against its unscheduled
+    program when it was checked by a numpy function)."""
     name = str(name_or_path)
     if name in suite_names():
         text, where = suite_text(name), name
