@@ -34,6 +34,11 @@ class RaceError(ExplorerError):
     some threads of a block waiting at a barrier the others never reach."""
 
 
+class KernelFault(ExplorerError):
+    """A built kernel faulted while running (an out-of-bounds access, an integer division
+    by zero): the emulator stops the launch and names the kernel, block and thread."""
+
+
 class MeasureError(ExplorerError):
     """Measuring a candidate failed (timeout, crash, wrong result)."""
 
