@@ -68,7 +68,7 @@ class TaskScheduler:
         if not tasks:
             raise ExplorerError("TaskScheduler needs at least one task")
         from .database import Database
-        from .measure import Measurer
+        from .measure.runner_choice import open_measurer
         from .tune import Tuner
         self.tasks = tasks
         self.mode = mode
@@ -77,7 +77,8 @@ class TaskScheduler:
         self.rng = random.Random(seed)
         db = database if database is None or isinstance(database, Database) \
             else Database(database)
-        self.measurer = Measurer(target, tuner_kw.pop("config", None))
+        self.measurer = open_measurer(tuner_kw.pop("runner", None), target,
+                                      tuner_kw.pop("config", None))
         per_task = max(1, trials // len(tasks))
         self.budget = trials
         # one model for all tasks: records of one operator help rank another

@@ -5,7 +5,8 @@
 
 The workload is a library op, a user's ``Workload`` (``Workload.from_te``), or a
 PrimFunc or Schedule (tuned as a workload checked against its unscheduled
-program).
+program). ``runner="dask://HOST:PORT"`` measures on Dask workers
+(``explorer.measure.dask_runner``) instead of worker processes on this machine.
 
 Every stage emits an event on ``tuner.events`` (see ``explorer.events``):
 widgets, logs and progress bars subscribe; the engine knows none of them.
@@ -92,7 +93,7 @@ class Tuner:
                  cost_model="xgb", database=None, seed: int = 0, batch_size: int = 32,
                  config=None, space=None, early_stopping: int | None = None,
                  seed_expert: bool = True, measurer=None, retime_top: int = 4,
-                 retime_rounds: int = 3):
+                 retime_rounds: int = 3, runner=None):
         if not isinstance(trials, int) or trials < 1:
             raise ExplorerError(f"trials must be a positive int, got {trials!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -104,8 +105,11 @@ class Tuner:
         from .workload import as_workload
         self.workload = workload = as_workload(workload, "Tuner")
         self.target = as_target(target)
-        from .backends import check_buildable
-        check_buildable(self.target)
+        from .measure.runner_choice import parse_runner
+        self.runner = runner
+        if parse_runner(runner) is None:    # a remote runner's workers build, not this host
+            from .backends import check_buildable
+            check_buildable(self.target)
         self.trials = trials
         self.seed = seed
         self.batch_size = batch_size
@@ -288,8 +292,8 @@ class Tuner:
         return replace(rec, retime_secs=rec.retime_secs + tuple(secs))
 
     def _make_measurer(self):
-        from .measure import Measurer
-        return Measurer(self.target, self.config)
+        from .measure.runner_choice import open_measurer
+        return open_measurer(self.runner, self.target, self.config)
 
     def _round(self, rnd: int, cands: list, measurer, state: TunerState,
                history: list) -> dict:
