@@ -1,0 +1,191 @@
+"""Python cost per candidate of one evolutionary round, stage by stage.
+
+    python benchmarks/round_cost.py [--workloads gemm C2 C6] [-n 24] [--repeat 3]
+                                    [--round] [--json out.json]
+
+A round of ``EvolutionarySearch`` spends its time on candidates: fresh samples
+of the design space, mutated traces replayed on a fresh schedule
+(``DesignSpace.apply``: replay of the design part, then the postprocessors),
+lowered and turned into features, and scored by the cost model. For each
+workload this draws ``n`` parents (``space.sample`` at a fixed seed), mutates
+each once (``space.mutate``, fixed seed) and times, per candidate:
+
+- ``sample``: drawing one fresh candidate (``space.sample``: replay of a sketch
+  without decisions, postprocessing);
+- ``replay``: the design part of a child's trace replayed on a fresh schedule;
+- ``postproc``: the postprocessors on that schedule;
+- ``apply``: ``space.apply(child)`` (what the search calls: the two above);
+- ``lower`` and ``features``: ``lower`` and ``extract`` on the result;
+- ``predict``: an XGBoost model (trained on these candidates with made-up costs)
+  scoring them all at once, divided by ``n``.
+
+``repl+post+feat`` = apply + lower + features: the figure issue 17 asks to bring
+to <= 10 ms. Each repeat runs in a fresh Python process (caches start empty, as
+in a new tuning run), workloads interleaved; the table gives the minimum over
+repeats (the least disturbed by other load on a shared machine) and the median.
+
+``--round`` also times one whole ``EvolutionarySearch.generate_candidates`` (the
+default population and generations, a trained model) and counts its
+``DesignSpace.apply`` calls.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+STAGES = ("sample", "replay", "postproc", "apply", "lower", "features", "predict")
+
+
+def workload(name: str):
+    from explorer import ops
+    if name == "gemm":
+        return ops.get("gemm", 1024, 1024, 1024)
+    return ops.resnet18_conv(name)
+
+
+def _children(space, n: int, seed: int) -> tuple:
+    """``n`` sampled parents and one valid mutated child trace of each (fixed seeds)."""
+    import random
+    parents = space.sample(n, seed=seed)
+    rng = random.Random(seed)
+    kids = []
+    for p in parents:
+        got = space.mutate_valid(p.trace, rng)
+        kids.append(got[0] if got is not None else space.design_trace(p.trace))
+    return parents, kids
+
+
+def measure_once(name: str, n: int, seed: int, do_round: bool) -> dict:
+    """Per-candidate milliseconds of each stage for workload ``name`` (this process)."""
+    import numpy as np
+    from explorer.cost_model import XGBCostModel
+    from explorer.features import extract
+    from explorer.lower import lower
+    from explorer.schedule import Schedule
+    from explorer.space import DesignSpace
+    from explorer.space.replay import replay
+    wl = workload(name)
+    space = DesignSpace(wl, "llvm")
+    space.sketches  # noqa: B018 - built once per tuning run, not per candidate
+    out: dict = {}
+    t = time.perf_counter()
+    space.sample(n, seed=seed + 1)
+    out["sample"] = (time.perf_counter() - t) / n
+    _, kids = _children(space, n, seed)
+    t = time.perf_counter()
+    scheds = []
+    for k in kids:
+        s = Schedule(wl, seed=0)
+        replay(space.design_trace(k), s)
+        scheds.append(s)
+    out["replay"] = (time.perf_counter() - t) / n
+    t = time.perf_counter()
+    for s in scheds:
+        space.postprocess(s)
+    out["postproc"] = (time.perf_counter() - t) / n
+    t = time.perf_counter()
+    applied = [space.apply(k) for k in kids]
+    out["apply"] = (time.perf_counter() - t) / n
+    applied = [s for s in applied if s is not None]
+    t = time.perf_counter()
+    lowered = [lower(s) for s in applied]
+    out["lower"] = (time.perf_counter() - t) / len(applied)
+    t = time.perf_counter()
+    feats = [extract(f, space.target) for f in lowered]
+    out["features"] = (time.perf_counter() - t) / len(applied)
+    model = XGBCostModel(seed=seed, min_samples=1)
+    costs = [1.0 + float(np.asarray(f).sum()) % 7 for f in feats]   # any ranking will do
+    model.update(feats, costs, groups=wl.key)
+    t = time.perf_counter()
+    model.predict(feats)
+    out["predict"] = (time.perf_counter() - t) / len(feats)
+    ms = {k: v * 1e3 for k, v in out.items()}
+    if do_round:
+        ms.update(_round(space, wl, model, seed))
+    return ms
+
+
+def _round(space, wl, model, seed: int) -> dict:
+    """One generate_candidates of the default EvolutionarySearch, timed, apply calls counted."""
+    from explorer.search import EvolutionarySearch, TuneContext
+    calls = [0]
+    inner = space.apply
+
+    def counted(*a, **kw):
+        calls[0] += 1
+        return inner(*a, **kw)
+    space.apply = counted
+    ctx = TuneContext(wl, space.target, space, model, None, seed)
+    strategy = EvolutionarySearch()
+    strategy.pre_tuning(ctx)
+    t = time.perf_counter()
+    strategy.generate_candidates(32)
+    secs = time.perf_counter() - t
+    space.apply = inner
+    return {"round_s": secs, "round_applies": calls[0]}
+
+
+def _child(name: str, n: int, seed: int, do_round: bool) -> dict:
+    cmd = [sys.executable, __file__, "--once", name, "-n", str(n), "--seed", str(seed)]
+    if do_round:
+        cmd.append("--round")
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONHASHSEED="0"))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(results: dict) -> str:
+    cols = list(STAGES) + ["repl+post+feat"]
+    extra = [k for k in ("round_s", "round_applies") if any(k in r[0] for r in results.values())]
+    head = f"{'workload':10s}" + "".join(f"{c:>16s}" for c in cols + extra)
+    lines = [head, "-" * len(head)]
+    for name, runs in results.items():
+        for label, agg in (("min", min), ("median", statistics.median)):
+            row = f"{name + ' ' + label:10s}"
+            for c in cols:
+                if c == "repl+post+feat":
+                    v = agg([r["apply"] + r["lower"] + r["features"] for r in runs])
+                else:
+                    v = agg([r[c] for r in runs])
+                row += f"{v:13.2f} ms"
+            for c in extra:
+                row += f"{agg([r[c] for r in runs]):16.1f}"
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workloads", nargs="+", default=["gemm", "C2", "C6"],
+                   help="gemm (1024^3) or ResNet-18 layer names (C1..C12)")
+    p.add_argument("-n", type=int, default=24, help="candidates per workload")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=3, help="fresh processes per workload")
+    p.add_argument("--round", action="store_true", help="also time one evolutionary round")
+    p.add_argument("--json", default=None)
+    p.add_argument("--once", default=None, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.once:
+        print(json.dumps(measure_once(a.once, a.n, a.seed, a.round)))
+        return
+    from explorer import Target
+    print(f"CPU: {Target('llvm').describe()}; n={a.n} seed={a.seed} repeat={a.repeat}",
+          flush=True)
+    results: dict = {w: [] for w in a.workloads}
+    for rep in range(a.repeat):          # interleaved: each repeat visits every workload
+        for w in a.workloads:
+            results[w].append(_child(w, a.n, a.seed, a.round))
+            print(f"repeat {rep + 1}/{a.repeat} {w} done", file=sys.stderr, flush=True)
+    print(table(results))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"n": a.n, "seed": a.seed, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
