@@ -30,6 +30,7 @@ __all__ = ["Compiled", "Resources", "check_resources", "compile_cubin", "find_nv
            "nvcc_version", "cache_dir", "parse_ptxas"]
 
 DEFAULT_TIMEOUT = 120.0
+STANDARD_ROOT = "/usr/local/cuda"
 _ARCH = re.compile(r"sm_\d{2,3}[af]?$")
 _ERROR_LINES = 8
 
@@ -48,7 +49,7 @@ class Compiled:
 def find_nvcc() -> str | None:
     """Path of nvcc: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``,
     then ``PATH``; None when there is none."""
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), STANDARD_ROOT):
         if root:
             cand = Path(root) / "bin" / "nvcc"
             if cand.is_file() and os.access(cand, os.X_OK):
