@@ -1,7 +1,7 @@
 """The ``explorer`` command line: one module per command, on the engine's API.
 
 Each subcommand lives in its own module of this package (``tune``, ``show``,
-``demo``, ``bench``), which provides ``add_arguments(parser)`` and
+``demo``, ``bench``, ``worker``), which provides ``add_arguments(parser)`` and
 ``main(args) -> int``; add one by adding a line to ``SUBCOMMANDS``. A
 subcommand signals a usage mistake (unknown case, bad shape...) by raising
 ``explorer.errors.UsageError``: the command then prints one line,
@@ -35,6 +35,8 @@ SUBCOMMANDS = {
     "demo": ("explorer.cli.demo", "schedule a matmul by hand, run it, print the loop nest"),
     "bench": ("explorer.cli.bench", "measure our kernels against numpy and PyTorch on named "
               "workloads"),
+    "worker": ("explorer.cli.worker", "serve a Dask scheduler as a measurement worker for "
+               "this machine's target"),
 }
 
 
