@@ -2,6 +2,7 @@
 
     explorer tune --op gemm --shape 1024,1024,1024 --trials 64 --seed 0 --db tuning_db
     explorer tune --suite resnet18 --trials 512 --db tuning_db --json result.json
+    explorer tune --op gemm --trials 256 --runner dask://10.0.0.5:8786
 
 Every measured candidate is appended to the database directory (``--db``), so
 an interrupted run resumes where it stopped when started again with the same
@@ -33,6 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="other operator parameters, e.g. --param stride=2 --param padding=1")
     p.add_argument("--target", default="llvm", help="llvm (default), cuda, or a target string")
+    p.add_argument("--runner", default="local", help="where candidates are measured: local "
+                   "(worker processes here, the default) or dask://HOST:PORT (Dask workers "
+                   "started with explorer worker; needs the dask extra)")
     p.add_argument("--trials", type=int, default=64, help="measured candidates in all "
                    "(default 64; the database's records for the workload count)")
     p.add_argument("--strategy", default="evolutionary",
@@ -63,15 +67,32 @@ def check_numbers(args) -> None:
             raise UsageError(f"{opt} {v} is out of range: give a whole number from {lo} to {hi}")
 
 
-def target_from_args(text: str):
+def runner_from_args(text: str) -> str | None:
+    """The Dask scheduler address of ``--runner`` (None: local): UsageError for a bad
+    one, MeasureError (status 1, how to install it) when Dask is missing."""
+    from ..measure.runner_choice import parse_runner
+    try:
+        address = parse_runner(text)
+    except ExplorerError as e:
+        raise UsageError(f"--runner: {e}") from None
+    if address is not None:
+        from ..measure.dask_runner import import_distributed
+        import_distributed()
+    return address
+
+
+def target_from_args(text: str, remote: bool = False):
     """The parsed ``--target``: UsageError for a bad string or a CPU LLVM does not know,
-    BuildError (status 1) for a backend missing here."""
+    BuildError (status 1) for a backend missing here (unless ``remote``: workers
+    elsewhere build it)."""
     from ..backends import check_buildable
     from ..target import as_target, check_cpu
     try:
         target = as_target(text)
     except ExplorerError as e:
         raise UsageError(f"--target: {e}") from None
+    if remote:
+        return target
     try:    # before check_buildable, which also checks the CPU but as a BuildError
         check_cpu(target)
     except ExplorerError as e:
@@ -219,7 +240,8 @@ def main(args) -> int:
     writes), then tune; nothing is created when a check fails."""
     from ..database import Database
     check_numbers(args)
-    target = target_from_args(args.target)
+    remote = runner_from_args(args.runner) is not None
+    target = target_from_args(args.target, remote)
     work = suite_from_args(args) if args.suite else workload_from_args(args)
     for wl in ([t.workload for t in work] if args.suite else [work]):
         check_fits(wl)
@@ -237,7 +259,7 @@ def _tune_one(args, wl, target, db, progress) -> int:
     from ..tune import Tuner
     tuner = Tuner(wl, target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
-                  batch_size=args.batch_size, retime_top=args.retime)
+                  batch_size=args.batch_size, retime_top=args.retime, runner=args.runner)
     tuner.events.subscribe(BudgetNote([tuner], db, args.trials))
     tuner.events.subscribe(progress)
     res = tuner.run()
@@ -273,7 +295,8 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
     from ..task_scheduler import TaskScheduler
     ts = TaskScheduler(tasks, target, trials=args.trials, seed=args.seed, database=db,
                        batch_size=min(args.batch_size, 16), strategy=args.strategy,
-                       cost_model=args.cost_model, retime_top=args.retime)
+                       cost_model=args.cost_model, retime_top=args.retime,
+                       runner=args.runner)
     note = BudgetNote(ts.tuners, db, args.trials, suite=args.suite)
     for t in ts.tuners:
         t.events.subscribe(note)
