@@ -30,6 +30,14 @@ def test_no_pycuda_message_here():
     assert str(info.value) == PYCUDA_MESSAGE
 
 
+def _forget_pycuda(monkeypatch):
+    """Drop pycuda from sys.modules for this test; whatever the test imports is dropped
+    again afterwards."""
+    for name in ("pycuda", "pycuda.driver"):
+        monkeypatch.setitem(sys.modules, name, sys.modules.get(name))
+        monkeypatch.delitem(sys.modules, name)
+
+
 class _NoPycuda:
     """A finder that answers for pycuda as an environment without it does."""
 
@@ -41,8 +49,7 @@ class _NoPycuda:
 
 
 def test_no_pycuda_message(monkeypatch):
-    for name in ("pycuda", "pycuda.driver"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _forget_pycuda(monkeypatch)
     monkeypatch.setattr(sys, "meta_path", [_NoPycuda, *sys.meta_path])
     with pytest.raises(BuildError) as info:
         runtime.driver()
@@ -57,8 +64,7 @@ def test_pycuda_without_driver_library(monkeypatch, tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "driver.py").write_text("raise ImportError('libcuda.so.1: cannot open shared object "
                                    "file: No such file or directory')\n")
-    for name in ("pycuda", "pycuda.driver"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _forget_pycuda(monkeypatch)
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(BuildError, match=r"pycuda is installed but the NVIDIA driver is not "
                        r"\(libcuda.so.1: cannot open.*code generation, compile checks with nvcc "
