@@ -16,8 +16,12 @@ def _func_of(obj) -> PrimFunc:
     raise BuildError(f"build takes a Schedule, a Workload or a PrimFunc, not {type(obj).__name__}")
 
 
-def build(obj, target="llvm") -> Kernel:
-    """Build a Schedule, Workload or PrimFunc for ``target`` ("llvm", "cuda", "interp")."""
+def build(obj, target="llvm", emulate: bool = False) -> Kernel:
+    """Build a Schedule, Workload or PrimFunc for ``target`` ("llvm", "cuda", "interp").
+
+    For "cuda" the kernel holds the generated CUDA C (``.source``, on every machine); it
+    runs on the GPU through pycuda, or with ``emulate=True`` through the host emulator
+    (the same source compiled as C++: a correctness check, not a measurement)."""
     from ..lower import lower
     func = _func_of(obj)
     target = as_target(target)
@@ -30,19 +34,18 @@ def build(obj, target="llvm") -> Kernel:
         check_cpu(target)        # an unknown -mcpu would abort this process inside LLVM
         return build_llvm(func, lowered, target)
     if target.kind == "cuda":
-        return _cuda_backend()(func, lowered, target)
+        from .cuda import build_cuda
+        return build_cuda(func, lowered, target, emulate)
     raise BuildError(f"no backend for target kind {target.kind!r}")
 
 
-def _cuda_backend():
-    """The CUDA code generator; this version has none, so a BuildError saying what to do."""
-    raise BuildError("no CUDA backend in this version: run GPU schedules on the "
-                     "interpreter with build(sch, 'interp'), or tune for 'llvm'")
-
-
 def check_buildable(target) -> None:
-    """Raise BuildError now if kernels for ``target`` cannot be built here."""
+    """Raise BuildError now if kernels for ``target`` cannot be built and run here: for
+    "cuda", CUDA C generation works everywhere but running needs pycuda and a driver
+    (the message says which is missing)."""
     target = as_target(target)
     if target.kind == "cuda":
-        _cuda_backend()
+        from .cuda.runtime import driver
+        driver()
+        return
     check_cpu(target)

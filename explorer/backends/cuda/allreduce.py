@@ -1,0 +1,183 @@
+"""Cross-thread reductions: what the CUDA generator emits for a reduction loop bound to
+threads (a loop marked ``cross_thread_reduction`` by ``Schedule.bind``).
+
+In the lowered IR the threads of such a loop all update one accumulator
+(``B[i] = B[i] + A[i, k_1 + k_0*64]`` under ``for k_0: for k_1 in threadIdx.x``); the
+interpreter runs them one after another (``interp._allreduced``). On the GPU every
+thread keeps a partial result in a register across the *reduction nest* (the
+thread loop and the serial loops around it, perfectly nested, whose variables do not
+index the accumulator), the threads then combine their partials (warp shuffles within
+a warp, a shared-memory step across warps or for extents that are not powers of two),
+and one thread writes ``B[i] = B[i] + total``, or ``B[i] = init + total`` where the
+reduction's init store sat in the nest at its first iteration.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import BuildError
+from ...ir.arith import simplify
+from ...ir.expr import (Add, BufferLoad, Expr, FloatImm, IntImm, Max, Min, Mul, const,
+                        is_const)
+from ...ir.functor import collect_loads, expr_vars, substitute, walk_stmt
+from ...ir.stmt import BufferStore, For, IfThenElse
+from ...schedule.loop_prims import CROSS_THREAD_REDUCTION
+from ..barriers import THREAD_TAGS
+
+COMBINERS = (Add, Mul, Max, Min)
+
+
+@dataclass
+class Accumulator:
+    """One buffer element the threads of a reduction nest combine."""
+    store: BufferStore          # one accumulating store (the others are equal to it)
+    combiner: type              # Add, Mul, Max or Min
+    partial: str                # the register holding this thread's partial result
+    init_value: Expr | None = None
+    init_cond: Expr | None = None   # does the nest's first iteration run the init?
+
+    @property
+    def buffer(self):
+        return self.store.buffer
+
+    @property
+    def indices(self):
+        return self.store.indices
+
+    def identity(self) -> Expr:
+        dtype = self.buffer.dtype
+        if self.combiner in (Add, Mul):
+            return const(1 if self.combiner is Mul else 0, dtype)
+        big = float("inf") if dtype in ("float32", "float64") else 2 ** 31 - 1
+        if self.combiner is Max:
+            return FloatImm(-big, dtype) if dtype != "int32" else IntImm(-big, dtype)
+        return FloatImm(big, dtype) if dtype != "int32" else IntImm(big, dtype)
+
+    def combine(self, a: Expr, b: Expr) -> Expr:
+        return self.combiner(a, b)
+
+
+@dataclass
+class Reduction:
+    loop: For                   # the thread-bound reduction loop
+    root: For                   # outermost loop of the reduction nest
+    nest_vars: set
+    accs: list                  # of Accumulator
+    init_ids: set               # ids of the init stores folded into the final write
+
+
+def _combiner(st: BufferStore):
+    v = st.value
+    if type(v) not in COMBINERS:
+        return None
+    for mine, other in ((v.a, v.b), (v.b, v.a)):
+        if (isinstance(mine, BufferLoad) and mine.buffer == st.buffer
+                and mine.indices == st.indices
+                and not any(ld.buffer == st.buffer for ld in collect_loads(other))):
+            return type(v)
+    return None
+
+
+def plan_reductions(root: For) -> dict:
+    """id(nest root) -> Reduction for every cross-thread reduction loop under ``root``."""
+    out: dict = {}
+    for node, path in walk_stmt(root):
+        if (isinstance(node, For) and node.kind == "thread" and node.thread in THREAD_TAGS
+                and node.annotation(CROSS_THREAD_REDUCTION)):
+            red = _plan(node, path)
+            if red is not None:
+                out[id(red.root)] = red
+    return out
+
+
+def _plan(loop: For, path: tuple):
+    stores = [(n, p) for n, p in walk_stmt(loop.body) if isinstance(n, BufferStore)]
+    acc_stores = [(n, p) for n, p in stores if _combiner(n) is not None]
+    if not acc_stores:
+        return None
+    names = {n.buffer.name for n, _ in acc_stores}
+    index_vars = set().union(*(expr_vars(i) for n, _ in acc_stores for i in n.indices))
+    where = f"cross-thread reduction over loop {loop.var.name!r} ({loop.thread})"
+    if loop.var.name in index_vars:
+        raise BuildError(f"{where}: the accumulator's index uses the thread loop's variable; "
+                         "bind a reduction loop, not a spatial one")
+    if any(p.kind == "thread" and p.thread == loop.thread for p in path):
+        raise BuildError(f"{where}: it is nested in another {loop.thread} loop; bind the "
+                         "reduction's inner loop to a thread axis of its own")
+    root, nest = loop, [loop]
+    for parent in reversed(path):
+        if not (isinstance(parent, For) and parent.body is root and parent.extent >= 1
+                and parent.kind in ("serial", "unrolled")
+                and parent.var.name not in index_vars):
+            break
+        root = parent
+        nest.insert(0, parent)
+    nest_vars = {lp.var.name for lp in nest}
+    inner_vars = set()
+    for n, _ in walk_stmt(loop.body):
+        if isinstance(n, For):
+            inner_vars.add(n.var.name)
+    if index_vars & inner_vars:
+        raise BuildError(f"{where}: the accumulator's element changes inside the reduction "
+                         "loop; reorder the spatial loops outside the reduction loops")
+    accs, init_ids = {}, set()
+    for n, p in stores:
+        if n.buffer.name not in names:
+            continue
+        comb = _combiner(n)
+        if comb is None:
+            init_ids.add(id(n))
+            continue
+        acc = accs.get(n.buffer.name)
+        if acc is None:
+            accs[n.buffer.name] = Accumulator(n, comb, f"{n.buffer.name}_red")
+        elif acc.combiner is not comb or acc.indices != n.indices:
+            raise BuildError(f"{where}: {n.buffer.name} is accumulated two ways; one "
+                             "reduction per buffer")
+    _check_reads(loop, names, where)
+    zero = {v: const(0) for v in nest_vars | inner_vars}
+    for n, p in stores:
+        if id(n) not in init_ids:
+            continue
+        acc = accs[n.buffer.name]
+        if expr_vars(n.value) & (nest_vars | inner_vars) or n.indices != acc.indices:
+            raise BuildError(f"{where}: the init of {n.buffer.name} depends on the reduction "
+                             "loops; decompose_reduction the block first")
+        conds = [c.cond for c in p if isinstance(c, IfThenElse)]
+        first = const(True)
+        for c in conds:
+            first = first & c
+        acc.init_value, acc.init_cond = n.value, simplify(substitute(first, zero))
+    return Reduction(loop, root, nest_vars, list(accs.values()), init_ids)
+
+
+def _check_reads(loop: For, names: set, where: str) -> None:
+    for n, _ in walk_stmt(loop.body):
+        exprs = []
+        if isinstance(n, BufferStore):
+            exprs = list(n.indices) + ([n.value] if _combiner(n) is None else
+                                       [n.value.b if _is_self(n, n.value.a) else n.value.a])
+        elif isinstance(n, IfThenElse):
+            exprs = [n.cond]
+        for e in exprs:
+            if any(ld.buffer.name in names for ld in collect_loads(e)):
+                raise BuildError(f"{where}: the accumulator is read inside the reduction "
+                                 "other than by its own update; the threads only see their "
+                                 "partial results there")
+
+
+def _is_self(st: BufferStore, e: Expr) -> bool:
+    return isinstance(e, BufferLoad) and e.buffer == st.buffer and e.indices == st.indices
+
+
+def final_value(acc: Accumulator, total: Expr) -> Expr:
+    """What the writing thread stores after the threads combined ``total``."""
+    current = BufferLoad(acc.buffer, acc.indices)
+    if acc.init_value is None or is_const(acc.init_cond, 0):
+        return acc.combine(current, total)
+    with_init = total if acc.init_value == acc.identity() else acc.combine(acc.init_value,
+                                                                           total)
+    if is_const(acc.init_cond, 1):
+        return with_init
+    from ...ir.expr import Select
+    return Select(acc.init_cond, with_init, acc.combine(current, total))
