@@ -22,6 +22,8 @@ from explorer.ir.loop_tree import block_infos, loop_infos
 from explorer.measure import InteractiveMeasurer, interactive_config
 from explorer.target import as_target
 
+from .steps import numpy_best_gflops
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -56,18 +58,20 @@ class Verdict:
 
 def verdict_of(result, goal: float, hints: tuple = ()) -> Verdict:
     """The verdict for an ``InteractiveResult`` against ``goal`` (a fraction of numpy's
-    speed): passed when it is correct and at least that fast."""
+    speed): passed when it is correct and its median run is at least that fast against
+    numpy's best run."""
     if not result.ok:
         what = ("its output differs from numpy's" if result.error_kind == "wrong"
                 else f"it failed ({result.error_kind})")
         return Verdict(False, goal, None, None, None, f"{what}: {result.error}", tuple(hints))
-    frac = result.speedup_numpy
-    np_gflops = result.gflops / frac if frac else None
+    np_gflops = numpy_best_gflops(result)
+    frac = result.gflops / np_gflops if np_gflops else None
     if frac is None:
         return Verdict(False, goal, None, result.gflops, None,
                        f"correct, {result.gflops:.1f} GFLOP/s, but numpy could not be timed "
                        "for comparison", tuple(hints))
-    speed = (f"correct; {result.gflops:.1f} GFLOP/s against numpy's {np_gflops:.1f}: "
+    speed = (f"correct; {result.gflops:.1f} GFLOP/s against numpy's {np_gflops:.1f} (its "
+             f"best run): "
              f"{100 * frac:.0f}% of numpy")
     if frac >= goal:
         return Verdict(True, goal, frac, result.gflops, np_gflops,
@@ -111,10 +115,12 @@ def hints_for(sch, target) -> tuple:
 class Exercise:
     """A goal on one operator: reach ``goal`` x numpy's speed on ``target`` (this host
     by default). ``hint``: a sentence of your own shown when the check fails.
-    ``repeats``: timed repeats per check. ``close()`` ends the measurement worker."""
+    ``repeats``: timed repeats per check. ``measurer``: an
+    ``explorer.measure.InteractiveMeasurer`` to share (default: one of its own, started
+    at the first check; ``close()`` ends it)."""
 
     def __init__(self, workload, goal: float = 0.5, target="llvm", hint: str = "",
-                 repeats: int = 5):
+                 repeats: int = 5, measurer=None):
         if not getattr(workload, "library", False):
             raise WorkloadError(f"Exercise needs an explorer.ops operator (numpy times it "
                                 f"for the goal), not {workload!r}")
@@ -125,7 +131,8 @@ class Exercise:
         self.target = as_target(target)
         self.hint = hint
         self.config = interactive_config(repeats)
-        self._measurer: InteractiveMeasurer | None = None
+        self._measurer: InteractiveMeasurer | None = measurer
+        self._owns_measurer = measurer is None
 
     def schedule(self) -> Schedule:
         """A fresh, unscheduled Schedule of the exercise's operator: start here."""
@@ -150,6 +157,6 @@ class Exercise:
         return verdict
 
     def close(self) -> None:
-        if self._measurer is not None:
+        if self._measurer is not None and self._owns_measurer:
             self._measurer.close()
             self._measurer = None
