@@ -102,11 +102,16 @@ alignas(64) unsigned char dynamic_pool[kDynamicPoolBytes];
 
 struct Abort {};                  // thrown out of a barrier once the launch is stopped
 
+// Lanes that shuffle together (one mask): disjoint groups of a warp sync independently.
+struct Group {
+  unsigned mask = 0;              // 0: slot free
+  int count = 0, site = 0;
+};
+
 struct Warp {
   int lanes = 0;                  // lanes that exist (the last warp of a block may be partial)
-  int count = 0, site = 0;
-  unsigned mask = 0;
-  std::atomic<uint32_t> gen{0};
+  Group groups[kWarp];
+  std::atomic<uint32_t> gen[kWarp];   // per lane: moves when the lane's group completes
   unsigned long long slots[2][kWarp];
 };
 
@@ -210,7 +215,8 @@ void abort_locked(const char* msg) {
   }
   blk.gen.fetch_add(1);
   wake_all(blk.gen);
-  for (Warp& w : blk.warps) { w.gen.fetch_add(1); wake_all(w.gen); }
+  for (Warp& w : blk.warps)
+    for (auto& g : w.gen) { g.fetch_add(1); wake_all(g); }
 }
 
 [[noreturn]] void stop(const char* msg) {
@@ -281,6 +287,20 @@ void block_barrier(int site) {
   wait_locked(lk, blk.gen, old, site);
 }
 
+// The group of `mask` this lane joins: the one filling now, or a new one; nullptr with
+// `clash` set when the mask overlaps another group's.
+Group* join_group(Warp& w, unsigned mask, Group** clash) {
+  Group* free_slot = nullptr;
+  for (Group& g : w.groups) {
+    if (g.mask == mask) return &g;
+    if (g.mask & mask) { *clash = &g; return nullptr; }
+    if (!g.mask && !free_slot) free_slot = &g;
+  }
+  free_slot->mask = mask;        // at most 32 disjoint masks: a slot is always free
+  free_slot->count = 0;
+  return free_slot;
+}
+
 void warp_barrier(unsigned mask, int line) {
   Thread& me = EXPLORER_EMU_SELF;
   Warp& w = blk.warps[me.warp];
@@ -293,24 +313,31 @@ void warp_barrier(unsigned mask, int line) {
              blk.kernel, blockIdx.x, blockIdx.y, blockIdx.z, me.lane, me.warp, line, mask);
     stop(msg);
   }
-  if (w.count > 0 && (w.site != -line || w.mask != mask)) {
+  Group* clash = nullptr;
+  Group* g = join_group(w, mask, &clash);
+  if (!g || (g->count > 0 && g->site != -line)) {
+    Group* other = g ? g : clash;
     snprintf(msg, sizeof msg, "kernel %s, block (%u, %u, %u), warp %d: lanes disagree on "
-             "the shuffle: %d lane(s) at line %d with mask 0x%08x, lane %d at line %d with "
-             "mask 0x%08x", blk.kernel, blockIdx.x, blockIdx.y, blockIdx.z, me.warp, w.count,
-             -w.site, w.mask, me.lane, line, mask);
+             "the shuffle: %d lane(s) wait at line %d with mask 0x%08x, lane %d came to line "
+             "%d with mask 0x%08x", blk.kernel, blockIdx.x, blockIdx.y, blockIdx.z, me.warp,
+             other->count, -other->site, other->mask, me.lane, line, mask);
     stop(msg);
   }
-  w.site = -line;
-  w.mask = mask;
+  g->site = -line;
   unsigned exists = w.lanes == kWarp ? 0xffffffffu : ((1u << w.lanes) - 1u);
-  int expected = __builtin_popcount(mask & exists);
-  uint32_t old = w.gen.load();
-  if (++w.count == expected) {
-    w.count = 0;
-    release_locked(w.gen, expected - 1);
+  unsigned members = mask & exists;
+  uint32_t old = w.gen[me.lane].load();
+  if (++g->count < __builtin_popcount(members)) {
+    wait_locked(lk, w.gen[me.lane], old, -line);
     return;
   }
-  wait_locked(lk, w.gen, old, -line);
+  g->mask = 0;
+  blk.blocked -= g->count - 1;
+  for (int l = 0; l < kWarp; ++l)
+    if (((members >> l) & 1u) && l != me.lane) {
+      w.gen[l].fetch_add(1, std::memory_order_release);
+      wake_all(w.gen[l]);
+    }
 }
 
 // ---------------------------------------------------------------- warp shuffles
@@ -600,7 +627,7 @@ int launch(const char* kernel, dim3 grid, dim3 block, Body body, void** args, ch
   for (int w = 0; w < kMaxWarps; ++w) {
     int lanes = n - w * kWarp;
     blk.warps[w].lanes = lanes < 0 ? 0 : (lanes > kWarp ? kWarp : lanes);
-    blk.warps[w].count = 0;
+    for (Group& g : blk.warps[w].groups) g = Group{};
   }
   memset(dynamic_pool, 0xff, sizeof dynamic_pool);   // reads before writes see NaN, not zeros
   install_fault_handlers();

@@ -1,0 +1,246 @@
+"""The host emulator of generated CUDA C (explorer/backends/cuda/emulate.py): hand-written
+sources that follow the code generator's contract, then the generator's own output,
+each run compared with numpy."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer.backends.cuda import emulate
+from explorer.backends.cuda.module import BufferSpec, CudaModule, KernelLaunch
+from explorer.errors import ArgumentError, BuildError, KernelFault, RaceError
+
+SOURCES = Path(__file__).with_name("cuda_sources")
+
+try:
+    emulate.find_compiler()
+    NO_CXX = None
+except BuildError as e:
+    NO_CXX = str(e)
+needs_cxx = pytest.mark.skipif(NO_CXX is not None, reason=NO_CXX or "")
+pytestmark = needs_cxx
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cuda-emu")
+
+
+def source(name: str, **defines) -> str:
+    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+    return head + (SOURCES / name).read_text()
+
+
+def gemm_module(M, N, K, tile=16) -> CudaModule:
+    grid = (-(-N // tile), -(-M // tile), 1)
+    return CudaModule(
+        "gemm", source("gemm_tiled.cu", M=M, N=N, K=K),
+        (KernelLaunch("gemm_tiled", grid, (tile, tile, 1), ("C", "A", "B"),
+                      static_shared_bytes=2 * tile * tile * 4),),
+        (BufferSpec("C", "float32", (M, N)), BufferSpec("A", "float32", (M, K)),
+         BufferSpec("B", "float32", (K, N))))
+
+
+def gemm_args(M, N, K, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K), dtype=np.float32)
+    b = rng.standard_normal((K, N), dtype=np.float32)
+    return np.full((M, N), np.nan, np.float32), a, b
+
+
+@pytest.mark.parametrize("executor", ["fibers", "threads"])
+def test_tiled_gemm_with_barriers_equals_numpy(cache, executor):
+    em = emulate.load(gemm_module(64, 64, 64), executor, cache=cache)
+    c, a, b = gemm_args(64, 64, 64)
+    em.run([c, a, b])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_shape_that_does_not_divide_runs_its_guards(cache):
+    M, N, K = 50, 37, 23                      # 4 x 4 blocks, the last ones partly idle
+    em = emulate.load(gemm_module(M, N, K), cache=cache)
+    c, a, b = gemm_args(M, N, K, seed=1)
+    em.run([c, a, b])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_warp_shuffle_reductions_full_warp_and_groups_of_eight(cache):
+    rows, cols = 12, 100
+    src = source("row_sum_shuffle.cu", COLS=cols)
+    bufs = (BufferSpec("A", "float32", (rows, cols)), BufferSpec("B", "float32", (rows,)))
+    a = np.random.default_rng(2).standard_normal((rows, cols), dtype=np.float32)
+    for kernel, grid, block in [("row_sum_warps", rows, 64), ("row_sum_groups", rows // 4, 32)]:
+        mod = CudaModule("row_sum", src, (KernelLaunch(kernel, (grid, 1, 1), (block, 1, 1),
+                                                       ("A", "B")),), bufs)
+        b = np.zeros(rows, np.float32)
+        emulate.load(mod, cache=cache).run([a, b])
+        np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-4, err_msg=kernel)
+
+
+def test_dynamic_shared_memory_through_the_macro(cache):
+    blocks, n = 3, 16384
+    mod = CudaModule(
+        "reverse", source("dynamic_reverse.cu"),
+        (KernelLaunch("reverse_dynamic", (blocks, 1, 1), (1024, 1, 1), ("C", "A"),
+                      dynamic_shared_bytes=n * 4),),
+        (BufferSpec("C", "float32", (blocks, n)), BufferSpec("A", "float32", (blocks, n))))
+    a = np.random.default_rng(3).standard_normal((blocks, n), dtype=np.float32)
+    c = np.zeros_like(a)
+    emulate.load(mod, cache=cache).run([c, a])
+    np.testing.assert_array_equal(c, a[:, ::-1])
+
+
+def test_int_float64_and_vector_accesses(cache):
+    n = 1000                                  # double_math's last block is guarded
+    src = source("dtypes.cu", N=n)
+    mod = CudaModule(
+        "dtypes", src,
+        (KernelLaunch("int_axpy", (2, 1, 1), (64, 1, 1), ("C", "A", "B")),
+         KernelLaunch("double_math", (-(-n // 128), 1, 1), (128, 1, 1), ("Y", "X")),
+         KernelLaunch("relu_float2", (4, 1, 1), (32, 1, 1), ("Z", "W"))),
+        (BufferSpec("C", "int32", (512,)), BufferSpec("A", "int32", (512,)),
+         BufferSpec("B", "int32", (512,)), BufferSpec("Y", "float64", (n,)),
+         BufferSpec("X", "float64", (n,)), BufferSpec("Z", "float32", (256,)),
+         BufferSpec("W", "float32", (256,))))
+    rng = np.random.default_rng(4)
+    a, b = (rng.integers(-1000, 1000, 512).astype(np.int32) for _ in range(2))
+    x = rng.standard_normal(n)
+    w = rng.standard_normal(256).astype(np.float32)
+    c, y, z = np.zeros(512, np.int32), np.zeros(n), np.zeros(256, np.float32)
+    emulate.load(mod, cache=cache).run([c, a, b, y, x, z, w])
+    np.testing.assert_array_equal(c, 3 * a + b)
+    np.testing.assert_allclose(y, np.exp(x) * 2 - np.sqrt(np.abs(x)), rtol=1e-12)
+    np.testing.assert_array_equal(z, np.maximum(w, 0))
+
+
+def scratch_module() -> CudaModule:
+    return CudaModule(
+        "scale_add", source("scratch_two_launches.cu"),
+        (KernelLaunch("scale_rev", (4, 1, 1), (256, 1, 1), ("T", "A")),
+         KernelLaunch("add", (4, 1, 1), (256, 1, 1), ("C", "T", "B"))),
+        (BufferSpec("A", "float32", (1024,)), BufferSpec("B", "float32", (1024,)),
+         BufferSpec("C", "float32", (1024,)), BufferSpec("T", "float32", (1024,), scratch=True)))
+
+
+def test_two_launches_through_a_scratch_buffer(cache):
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(1024, dtype=np.float32), rng.standard_normal(1024, dtype=np.float32)
+    c = np.zeros(1024, np.float32)
+    emulate.load(scratch_module(), cache=cache).run([a, b, c])
+    np.testing.assert_allclose(c, 2 * a.reshape(4, 256)[:, ::-1].ravel() + b, rtol=1e-6)
+
+
+def test_unaligned_arrays_are_staged_and_outputs_written_back(cache):
+    rng = np.random.default_rng(6)
+    raw = np.zeros(4 * 1024 + 1, np.float32)
+    a, b = raw[1:1025], raw[1025:2049]          # 4 bytes past an aligned start
+    a[...] = rng.standard_normal(1024)
+    b[...] = rng.standard_normal(1024)
+    c = raw[2049:3073]
+    assert c.ctypes.data % 16 != 0
+    emulate.load(scratch_module(), cache=cache).run([a, b, c])
+    np.testing.assert_allclose(c, 2 * a.reshape(4, 256)[:, ::-1].ravel() + b, rtol=1e-6)
+
+
+def broken_module(kernel: str, block=64) -> CudaModule:
+    args = ("C", "A", "idx") if kernel == "gather" else ("C",)
+    return CudaModule(
+        "broken", source("broken.cu"),
+        (KernelLaunch(kernel, (2, 1, 1), (block, 1, 1), args),),
+        (BufferSpec("C", "float32", (128,)), BufferSpec("A", "float32", (128,)),
+         BufferSpec("idx", "int64", (64,))))
+
+
+def broken_args():
+    return [np.zeros(128, np.float32), np.ones(128, np.float32), np.zeros(64, np.int64)]
+
+
+@pytest.mark.parametrize("executor", ["fibers", "threads"])
+@pytest.mark.parametrize("kernel, where", [          # in either order, as threads arrive
+    ("barrier_some", ["__syncthreads() at line 6", "the end of the kernel"]),
+    ("barrier_in_uneven_loop", ["__syncthreads() at line 15", "the end of the kernel"]),
+    ("shuffle_half_warp", ["16 thread(s) from linear id 0 at a warp shuffle at line 24",
+                           "48 thread(s) from linear id 16 at the end of the kernel"]),
+])
+def test_divergent_barrier_is_a_clear_error_not_a_hang(cache, executor, kernel, where):
+    em = emulate.load(broken_module(kernel), executor, cache=cache)
+    start = time.perf_counter()
+    with pytest.raises(RaceError, match=rf"kernel {kernel}, block \(0, 0, 0\): a barrier "
+                                        rf"not every thread reaches") as info:
+        em.run(broken_args())
+    assert time.perf_counter() - start < 10
+    assert all(w in str(info.value) for w in where), str(info.value)
+
+
+@pytest.mark.parametrize("executor", ["fibers", "threads"])
+def test_a_faulting_kernel_raises_and_the_process_goes_on(cache, executor):
+    em = emulate.load(broken_module("gather"), executor, cache=cache)
+    args = broken_args()
+    args[2][5] = 1 << 58                       # 2**60 bytes past A: no mapping there
+    with pytest.raises(KernelFault, match=r"kernel gather, block \(0, 0, 0\), thread "
+                                          r"\(5, 0, 0\): segmentation fault"):
+        em.run(args)
+    args[2][5] = 7                             # the same module runs again, correctly
+    em.run(args)
+    np.testing.assert_array_equal(args[0][:64], np.ones(64, np.float32))
+
+
+def test_second_load_hits_the_cache(cache):
+    mod = gemm_module(16, 16, 16)
+    first = emulate.load(mod, cache=cache)
+    second = emulate.load(mod, cache=cache)
+    assert second.from_cache and second.compile_seconds == 0.0 and second.path == first.path
+    other = emulate.load(gemm_module(16, 16, 32), cache=cache)
+    assert other.path != first.path
+
+
+def test_compile_errors_show_the_compilers_first_lines(cache):
+    mod = CudaModule("bad", 'extern "C" __global__ void k(float* C) { C[0] = undeclared; }',
+                     (KernelLaunch("k", (1, 1, 1), (1, 1, 1), ("C",)),),
+                     (BufferSpec("C", "float32", (1,)),))
+    with pytest.raises(BuildError, match=r"could not compile the CUDA source of bad(.|\n)*"
+                                         r"'undeclared' was not declared"):
+        emulate.load(mod, cache=cache)
+
+
+def test_missing_compiler_says_what_to_install(monkeypatch):
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(BuildError, match=r"install g\+\+"):
+        emulate.load(gemm_module(16, 16, 16))
+
+
+def test_bad_launches_and_arrays_are_refused(cache):
+    big = CudaModule("big", "", (KernelLaunch("k", (1, 1, 1), (64, 32, 1), ("C",)),),
+                     (BufferSpec("C", "float32", (1,)),))
+    with pytest.raises(BuildError, match="2048 threads per block, at most 1024"):
+        emulate.load(big, cache=cache)
+    em = emulate.load(gemm_module(16, 16, 16), cache=cache)
+    c, a, b = gemm_args(16, 16, 16)
+    with pytest.raises(ArgumentError, match=r"argument A has shape \(16, 8\)"):
+        em.run([c, a[:, :8], b])
+    with pytest.raises(ArgumentError, match="takes 3 arrays"):
+        em.run([c, a])
+
+
+# ---------------------------------------------------------------- the generator's sources
+GENERATED = [("gemm", dict(M=32, N=32, K=16)), ("row_sum", dict(M=16, N=64)),
+             ("softmax", dict(M=8, N=64)), ("conv2d", dict(N=1, C=4, H=6, W=6, K=4, R=3, S=3))]
+
+
+@pytest.mark.parametrize("op, shape", GENERATED, ids=[op for op, _ in GENERATED])
+def test_generated_cuda_emulated_equals_numpy(tmp_path, monkeypatch, op, shape):
+    from explorer import ops
+    from explorer.backends import build
+    from explorer.space.design_space import DesignSpace
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    wl = getattr(ops, op)(**shape)
+    for i, sch in enumerate(DesignSpace(wl, "cuda", seed=0).sample(2, seed=11)):
+        kernel = build(sch, "cuda", emulate=True)
+        args = wl.make_args(seed=i)
+        kernel(*args)
+        wl.check(args)
