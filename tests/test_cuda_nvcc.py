@@ -60,6 +60,24 @@ def test_compile_reads_registers_and_shared_memory(arch, cache):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("make", ["gemm", "softmax"])
+def test_generated_kernels_compile_and_fit(make, cache):
+    from explorer import build, ops
+    from explorer.space import DesignSpace
+    target = Target("cuda -arch=sm_80")
+    wl = ops.gemm(64, 64, 64) if make == "gemm" else ops.softmax(16, 128)
+    sch = DesignSpace(wl, target).sample(1, seed=0)[0]
+    module = build(sch, target).module
+    out = nvcc.compile_cubin(module.source, "sm_80", cache=cache)
+    assert set(out.resources) == {launch.name for launch in module.launches}
+    for launch in module.launches:
+        res = out.resources[launch.name]
+        assert res.registers > 0
+        assert res.static_shared_bytes >= launch.static_shared_bytes    # a lower bound
+    check_resources(module, out, target)
+
+
+@needs_nvcc
 def test_cache_hit_does_not_call_nvcc(tmp_path, monkeypatch):
     src = K.scale_add_module().source
     first = nvcc.compile_cubin(src, "sm_90", cache=tmp_path)
@@ -71,6 +89,7 @@ def test_cache_hit_does_not_call_nvcc(tmp_path, monkeypatch):
     monkeypatch.setattr(nvcc, "_run_nvcc", no_nvcc)
     again = nvcc.compile_cubin(src, "sm_90", cache=tmp_path)
     assert again.cached and again.cubin == first.cubin and again.resources == first.resources
+    assert again.seconds < first.seconds
     with pytest.raises(AssertionError, match="nvcc ran"):     # another arch is another key
         nvcc.compile_cubin(src, "sm_80", cache=tmp_path)
     with pytest.raises(AssertionError, match="nvcc ran"):     # so is another source

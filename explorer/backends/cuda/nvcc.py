@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class Compiled:
     log: str = field(repr=False, default="")
     nvcc_version: str = ""
     cached: bool = False     # True when read back from the cache instead of compiled
+    seconds: float = 0.0     # wall time of this call (nvcc's run, or the cache read)
 
 
 def find_nvcc() -> str | None:
@@ -108,6 +110,7 @@ def compile_cubin(source: str, arch="sm_90", *, options=(), timeout: float = DEF
     Resources. ``cache``: True for ``cache_dir()``, a folder, or False for none.
     BuildError with nvcc's first error lines when it fails or takes over ``timeout``
     seconds."""
+    t0 = time.perf_counter()
     arch = check_arch(arch)
     nvcc = nvcc or require_nvcc()
     version = nvcc_version(nvcc)
@@ -117,11 +120,12 @@ def compile_cubin(source: str, arch="sm_90", *, options=(), timeout: float = DEF
     hit = _read_cache(folder, key) if folder else None
     if hit is not None:
         cubin, log = hit
-        return Compiled(cubin, arch, parse_ptxas(log), log, version, cached=True)
+        return Compiled(cubin, arch, parse_ptxas(log), log, version, True,
+                        time.perf_counter() - t0)
     cubin, log = _run_nvcc(nvcc, source, arch, options, timeout)
     if folder:
         _write_cache(folder, key, cubin, log)
-    return Compiled(cubin, arch, parse_ptxas(log), log, version)
+    return Compiled(cubin, arch, parse_ptxas(log), log, version, False, time.perf_counter() - t0)
 
 
 def _key(source: str, arch: str, options: tuple, version: str) -> str:
