@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ...errors import ArgumentError, BuildError, ExplorerError, MeasureError
+from ..kernel import array_problem
 
 PYCUDA_MISSING = ("pycuda is not installed: pip install -e '.[cuda]' (needs the CUDA toolkit "
                   "and an NVIDIA driver)")
@@ -162,19 +163,17 @@ class DeviceModule:
                 for launch, f in zip(self.module.launches, self._funcs)}
 
     def check_args(self, arrays) -> list:
-        """``arrays`` (one per parameter, in order) once each fits; ArgumentError else."""
+        """``arrays`` (one per parameter, in order) once each fits; ArgumentError else.
+        Read-only arrays are taken (as inputs) and not written back."""
         params = self.module.params
         if len(arrays) != len(params):
             names = ", ".join(p.name for p in params)
             raise ArgumentError(f"{self.module.func_name} takes {len(params)} arrays ({names}) "
                                 f"but got {len(arrays)}: pass inputs and outputs in that order")
         for spec, a in zip(params, arrays):
-            if not isinstance(a, np.ndarray) or a.shape != tuple(spec.shape) \
-                    or a.dtype != np.dtype(spec.dtype):
-                got = (f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray)
-                       else type(a).__name__)
-                raise ArgumentError(f"argument {spec.name} must be a numpy {spec.dtype} array "
-                                    f"of shape {tuple(spec.shape)}, got {got}")
+            problem = array_problem(spec, a)
+            if problem:
+                raise ArgumentError(problem)
         return list(arrays)
 
     def run(self, arrays, timeout: float = RUN_TIMEOUT) -> None:
