@@ -277,6 +277,20 @@ def test_measure_checks_then_times(fake):
     assert out["max_abs_error"] < 1e-5 and "error" not in out
 
 
+def test_measure_refuses_a_launch_over_the_limits_before_running(fake):
+    from explorer.backends.cuda.nvcc import Compiled
+    from explorer.backends.cuda.resources import Resources
+    from explorer.target import Target
+    drv = fake()
+    module = K.scale_add_module(block=2048)
+    compiled = Compiled(b"fake cubin", "sm_90", {"scale_add_k0": Resources(16, 0, 0, 1024),
+                                                 "scale_add_k1": Resources(16)})
+    out = runtime.measure_cuda(module, compiled, K.random_inputs(module, 5), check_scale_add,
+                               target=Target("cuda -arch=sm_90"))
+    assert out["error_kind"] == "build" and drv.launched == []
+    assert "2048 threads per block" in out["error"] and "limit of 1024" in out["error"]
+
+
 def test_measure_reports_a_wrong_output(fake):
     drv = fake()
     drv.kernels["scale_add_k1"] = lambda d, g, bl, c, t, b: None     # never writes C

@@ -329,8 +329,13 @@ def allclose_check(expected: dict, rtol: float = 1e-4, atol: float = 1e-5):
 
 def measure_cuda(module, cubin, arrays, check, *, repeat: int = 3, warmup: int = 1,
                  min_repeat_secs: float = 0.01, max_number: int = 10000,
-                 timeout: float = RUN_TIMEOUT, device: int = 0) -> dict:
-    """Load, run once, check, time and check again, as a measurement worker does.
+                 timeout: float = RUN_TIMEOUT, device: int = 0, target=None) -> dict:
+    """Check the limits, load, run once, check, time and check again, as a measurement
+    worker does.
+
+    ``cubin``: a Compiled (from ``nvcc.compile_cubin``), cubin bytes or a loaded
+    DeviceModule; with a Compiled and a cuda ``target``, a launch over the device's
+    limits is a "build" error before anything runs.
 
     ``arrays``: inputs and poisoned outputs in parameter order (their outputs are
     overwritten); ``check(module, arrays) -> max abs error`` raises an ExplorerError when
@@ -339,6 +344,9 @@ def measure_cuda(module, cubin, arrays, check, *, repeat: int = 3, warmup: int =
     kind of ``explorer.measure.result.ERROR_KINDS``) with ``"replace_worker": True`` when
     this process's context is lost."""
     try:
+        if target is not None and hasattr(cubin, "resources"):
+            from .resources import check_resources
+            check_resources(module, cubin, target)
         dm = cubin if isinstance(cubin, DeviceModule) else load(module, cubin, device)
     except ExplorerError as e:
         return {"error": str(e), "error_kind": "build"}
