@@ -92,6 +92,7 @@ class DaskMeasurer(Closing):
         self.address = scheduler
         self.best_secs: dict = {}
         self.started: dict = {}       # job key -> (monotonic time, worker address)
+        self.start_log: list = []     # (job key, worker address) of every start, in order
         self.suspects: set = set()    # workers that let a job overrun job_timeout
         self._lock = threading.Lock()
         self._expected: dict = {}
@@ -115,6 +116,7 @@ class DaskMeasurer(Closing):
         _, msg = event
         with self._lock:
             self.started[msg["job"]] = (time.monotonic(), msg["worker"])
+            self.start_log.append((msg["job"], msg["worker"]))
 
     def workers(self) -> list:
         """Addresses of the connected workers that measure for this target, suspects
