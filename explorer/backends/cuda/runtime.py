@@ -17,6 +17,7 @@ finish within the time-out is reported the same way.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import time
 
@@ -179,7 +180,7 @@ class DeviceModule:
     def run(self, arrays, timeout: float = RUN_TIMEOUT) -> None:
         """Copy ``arrays`` in, launch every kernel in order, copy back the writable ones."""
         arrays = self.check_args(arrays)
-        with _Buffers(self.drv, self.module) as bufs:
+        with self._faults(), _Buffers(self.drv, self.module) as bufs:
             bufs.copy_in(arrays)
             self._fenced(lambda: self._launch_all(bufs), timeout)
             bufs.copy_out(arrays)
@@ -193,7 +194,7 @@ class DeviceModule:
         if number < 1 or repeat < 1 or warmup < 0:
             raise ArgumentError(f"time needs number >= 1, repeat >= 1, warmup >= 0; got "
                                 f"{number}, {repeat}, {warmup}")
-        with _Buffers(self.drv, self.module) as bufs:
+        with self._faults(), _Buffers(self.drv, self.module) as bufs:
             bufs.copy_in(arrays)
             for _ in range(warmup):
                 self._fenced(lambda: self._launch_all(bufs), timeout)
@@ -221,15 +222,17 @@ class DeviceModule:
 
     def _fenced(self, launches, timeout: float) -> None:
         """Run ``launches`` (which may return the event to wait for), then wait for the
-        device at most ``timeout`` seconds; driver errors become DeviceFault."""
-        drv = self.drv
+        device at most ``timeout`` seconds."""
+        end = launches() or self.drv.Event().record()
+        _wait(end, timeout, self.module.func_name)
+
+    @contextlib.contextmanager
+    def _faults(self):
+        """Driver errors (a launch, a copy, a wait) as DeviceFault, the context marked lost
+        when the error is one CUDA cannot recover from."""
         try:
-            end = launches() or drv.Event().record()
-            _wait(end, timeout, self.module.func_name)
-        except drv.LaunchError as e:
-            raise _fault(f"a kernel of {self.module.func_name} failed on the device: {e}",
-                         _sticky(str(e))) from None
-        except drv.Error as e:
+            yield
+        except self.drv.Error as e:
             raise _fault(f"running {self.module.func_name} failed on the device: {e}",
                          _sticky(str(e))) from None
 
