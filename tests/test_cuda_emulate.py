@@ -4,6 +4,7 @@ each run compared with numpy."""
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -26,8 +27,15 @@ pytestmark = needs_cxx
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cuda-emu")
+def cache_home(tmp_path_factory):
+    """An XDG cache home of this module's own: the precompiled shim is built once."""
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+@pytest.fixture
+def cache(cache_home, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    return emulate.cache_dir()
 
 
 def source(name: str, **defines) -> str:
@@ -54,8 +62,8 @@ def gemm_args(M, N, K, seed=0):
 
 @pytest.mark.parametrize("executor", ["fibers", "threads"])
 def test_tiled_gemm_with_barriers_equals_numpy(cache, executor):
-    em = emulate.load(gemm_module(64, 64, 64), executor, cache=cache)
-    c, a, b = gemm_args(64, 64, 64)
+    em = emulate.load(gemm_module(48, 48, 64), executor, cache=cache)
+    c, a, b = gemm_args(48, 48, 64)
     em.run([c, a, b])
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
 
@@ -189,13 +197,35 @@ def test_a_faulting_kernel_raises_and_the_process_goes_on(cache, executor):
     np.testing.assert_array_equal(args[0][:64], np.ones(64, np.float32))
 
 
-def test_second_load_hits_the_cache(cache):
+def test_second_load_hits_the_user_cache(cache, cache_home):
     mod = gemm_module(16, 16, 16)
-    first = emulate.load(mod, cache=cache)
-    second = emulate.load(mod, cache=cache)
+    first = emulate.load(mod)
+    assert first.path.parent == cache_home / "schedule-explorer" / "cuda-emu"
+    second = emulate.load(mod)
     assert second.from_cache and second.compile_seconds == 0.0 and second.path == first.path
-    other = emulate.load(gemm_module(16, 16, 32), cache=cache)
-    assert other.path != first.path
+    other = emulate.load(gemm_module(16, 16, 32))
+    assert other.path != first.path and other.compile_seconds > 0
+
+
+def test_two_compiles_of_one_source_at_once_both_succeed(cache):
+    mod = gemm_module(24, 8, 8)
+    loaded, errors = [], []
+
+    def go():
+        try:
+            loaded.append(emulate.load(mod, cache=cache))
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+    workers = [threading.Thread(target=go) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors and len({m.path for m in loaded}) == 1
+    assert not [p for p in cache.iterdir() if p.suffix == ".tmp"]     # no leftovers
+    c, a, b = gemm_args(24, 8, 8)
+    loaded[0].run([c, a, b])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
 def test_compile_errors_show_the_compilers_first_lines(cache):
@@ -233,11 +263,10 @@ GENERATED = [("gemm", dict(M=32, N=32, K=16)), ("row_sum", dict(M=16, N=64)),
 
 
 @pytest.mark.parametrize("op, shape", GENERATED, ids=[op for op, _ in GENERATED])
-def test_generated_cuda_emulated_equals_numpy(tmp_path, monkeypatch, op, shape):
+def test_generated_cuda_emulated_equals_numpy(cache, op, shape):
     from explorer import ops
     from explorer.backends import build
     from explorer.space.design_space import DesignSpace
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     wl = getattr(ops, op)(**shape)
     for i, sch in enumerate(DesignSpace(wl, "cuda", seed=0).sample(2, seed=11)):
         kernel = build(sch, "cuda", emulate=True)
