@@ -66,10 +66,9 @@ def environment() -> dict:
     drv = runtime.driver()
     import pycuda
     env["pycuda"] = pycuda.VERSION_TEXT
-    runtime.context()
+    dev = runtime.device()
     v = drv.get_driver_version()
     env["driver_cuda"] = f"{v // 1000}.{v % 1000 // 10}"
-    dev = runtime._Context.device
     env["device"] = dev.name()
     env["arch"] = runtime.device_arch()
     env["sm_count"] = dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)

@@ -103,17 +103,21 @@ def _close(pid: int) -> None:
         _Context.ctx = None
 
 
-def device_arch(device: int = 0) -> str:
+def device(index: int = 0):
+    """The ``pycuda.driver.Device`` of this process's context."""
+    context(index)
+    return _Context.device
+
+
+def device_arch(index: int = 0) -> str:
     """The architecture of this process's device (``sm_90`` on an H100 or H200)."""
-    context(device)
-    major, minor = _Context.device.compute_capability()
+    major, minor = device(index).compute_capability()
     return f"sm_{major}{minor}"
 
 
-def device_name(device: int = 0) -> str:
+def device_name(index: int = 0) -> str:
     """Name and architecture of this process's device (``NVIDIA H200, sm_90``)."""
-    context(device)
-    return f"{_Context.device.name()}, {device_arch(device)}"
+    return f"{device(index).name()}, {device_arch(index)}"
 
 
 def load(module, cubin, device: int = 0) -> "DeviceModule":
