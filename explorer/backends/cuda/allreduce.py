@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from ...errors import BuildError
 from ...ir.arith import simplify
-from ...ir.expr import (Add, BufferLoad, Expr, FloatImm, IntImm, Max, Min, Mul, const,
-                        is_const)
+from ...ir.expr import (Add, BufferLoad, Expr, FloatImm, IntImm, Max, Min, Mul, all_of, const,
+                        conjuncts, is_const)
 from ...ir.functor import collect_loads, expr_vars, substitute, walk_stmt
 from ...ir.stmt import BufferStore, For, IfThenElse
 from ...schedule.loop_prims import CROSS_THREAD_REDUCTION
@@ -35,6 +35,8 @@ class Accumulator:
     partial: str                # the register holding this thread's partial result
     init_value: Expr | None = None
     init_cond: Expr | None = None   # does the nest's first iteration run the init?
+    guard: Expr = const(True)       # the update's conditions on spatial variables only:
+                                    # where it is false no thread writes the element
 
     @property
     def buffer(self):
@@ -130,7 +132,10 @@ def _plan(loop: For, path: tuple):
             continue
         acc = accs.get(n.buffer.name)
         if acc is None:
-            accs[n.buffer.name] = Accumulator(n, comb, f"{n.buffer.name}_red")
+            spatial = [c for x in p if isinstance(x, IfThenElse) for c in conjuncts(x.cond)
+                       if not expr_vars(c) & (nest_vars | inner_vars)]
+            accs[n.buffer.name] = Accumulator(n, comb, f"{n.buffer.name}_red",
+                                              guard=all_of(*spatial))
         elif acc.combiner is not comb or acc.indices != n.indices:
             raise BuildError(f"{where}: {n.buffer.name} is accumulated two ways; one "
                              "reduction per buffer")
@@ -143,11 +148,12 @@ def _plan(loop: For, path: tuple):
         if expr_vars(n.value) & (nest_vars | inner_vars) or n.indices != acc.indices:
             raise BuildError(f"{where}: the init of {n.buffer.name} depends on the reduction "
                              "loops; decompose_reduction the block first")
-        conds = [c.cond for c in p if isinstance(c, IfThenElse)]
-        first = const(True)
-        for c in conds:
-            first = first & c
-        acc.init_value, acc.init_cond = n.value, simplify(substitute(first, zero))
+        # the final write runs under the update's guard already: leave its terms out
+        known = set(conjuncts(acc.guard))
+        conds = [c for x in p if isinstance(x, IfThenElse) for c in conjuncts(x.cond)
+                 if c not in known]
+        acc.init_value = n.value
+        acc.init_cond = simplify(substitute(all_of(*conds), zero))
     return Reduction(loop, root, nest_vars, list(accs.values()), init_ids)
 
 

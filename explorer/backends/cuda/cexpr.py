@@ -110,6 +110,10 @@ class CExpr:
             return f"({ctype(e.dtype)}){self._wrap(e.value, _UNARY)}", _UNARY
         raise BuildError(f"cuda codegen: cannot translate expression {type(e).__name__}")
 
+    def wrap(self, e: Expr, need: int) -> str:
+        """``e`` in parentheses unless it binds at least as tightly as precedence ``need``."""
+        return self._wrap(e, need)
+
     def _wrap(self, e: Expr, need: int) -> str:
         text, prec = self.print(e)
         return text if prec >= need else f"({text})"

@@ -48,13 +48,13 @@ POOL = "explorer_shared"
 def generate(lowered: PrimFunc, target) -> CudaModule:
     """The CUDA module of ``lowered`` (a function from ``explorer.lower``)."""
     plan = barrier_points(lowered)
-    scratch = _host_scratch(lowered)
     if not plan.launches:
         raise BuildError(
             f"build {lowered.name} for cuda: no loop is bound to blockIdx/threadIdx, so "
             f"nothing would run on the GPU. Bind loops to blockIdx/threadIdx first "
             f"(sch.bind(i, 'blockIdx.x'); sch.bind(j, 'threadIdx.x')), or sample a schedule "
             f"from DesignSpace(workload, 'cuda')")
+    scratch = _host_scratch(lowered)
     globals_ = list(lowered.params) + scratch
     kernels, launches, helpers = [], [], set()
     for n, launch in enumerate(plan.launches):
@@ -290,7 +290,7 @@ class _KernelGen:
         acc = self.red.get(s.buffer.name)
         if acc is not None:
             if id(s) in self.red_init:
-                self.line(f"// init of {s.buffer.name}: folded into the reduction's final write")
+                self.line("// the init of the reduction: folded into its final write")
             else:
                 self.line(f"{acc.partial} = {self.e(s.value)};")
             return
@@ -298,6 +298,10 @@ class _KernelGen:
                   f"{self.e(s.value)};")
 
     def _if(self, s: IfThenElse) -> None:
+        if self.red and all(id(n) in self.red_init for n in iter_nodes(s)
+                            if isinstance(n, BufferStore)):
+            self.line("// the init of the reduction: folded into its final write")
+            return
         cond = simplify(substitute(s.cond, self.subst), self.ranges)
         if is_const(cond):
             branch = s.then_case if cond.value else s.else_case
@@ -451,11 +455,12 @@ class _KernelGen:
         if cond is not None:
             self.open(f"if ({self.cx(simplify(substitute(sub(cond), at0), self.ranges))}) {{")
             opened += 1
-        if not opened:
-            self.open("{")
+        copy = vec_store and len(vec_loads) == 1 and value == vec_loads[0]
+        if not opened and not copy:
+            self.open("{")          # a scope for the vector temporaries
             opened += 1
         names = {}
-        if vec_store and len(vec_loads) == 1 and value == vec_loads[0]:
+        if copy:
             ld = vec_loads[0]
             self.line(f"*({vt}*){addr(store.buffer, st_idx)} = "
                       f"*(const {vt}*){addr(ld.buffer, ld.indices)};")
@@ -511,12 +516,16 @@ class _KernelGen:
             total = Var(acc.partial, acc.buffer.dtype)
             store = f"{self.access(acc.buffer, _subst_all(acc.indices, self.subst))} = " \
                     f"{self.e(final_value(acc, total))};"
-            if acc.buffer.scope == "local":
-                self.line(store)
-            else:
-                self.open(f"if ({tag} == 0) {{")
+            conds = [] if acc.buffer.scope == "local" else [f"{tag} == 0"]
+            guard = simplify(substitute(acc.guard, self.subst), self.ranges)
+            if not is_const(guard, 1):
+                conds.append(self.cx.wrap(guard, 6))      # && binds tighter than ||
+            if conds:
+                self.open(f"if ({' && '.join(conds)}) {{")
                 self.line(store)
                 self.close()
+            else:
+                self.line(store)
         self.close()
 
     def stmt_plain(self, s) -> None:
