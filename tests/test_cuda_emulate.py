@@ -3,7 +3,11 @@ sources that follow the code generator's contract, then the generator's own outp
 each run compared with numpy."""
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -195,6 +199,38 @@ def test_a_faulting_kernel_raises_and_the_process_goes_on(cache, executor):
     args[2][5] = 7                             # the same module runs again, correctly
     em.run(args)
     np.testing.assert_array_equal(args[0][:64], np.ones(64, np.float32))
+
+
+CRASH_ELSEWHERE = """
+import ctypes, sys
+sys.path.insert(0, {tests!r})
+from test_cuda_emulate import broken_args, broken_module, gemm_args, gemm_module
+from explorer.backends.cuda import emulate
+from explorer.errors import KernelFault
+one, two = emulate.load(gemm_module(16, 16, 16)), emulate.load(broken_module("gather"))
+one.run(list(gemm_args(16, 16, 16)))
+args = broken_args()
+args[2][0] = 1 << 58
+try:
+    two.run(args)
+except KernelFault:
+    print("fault reported", flush=True)
+one.run(list(gemm_args(16, 16, 16)))
+ctypes.string_at(0)                    # a crash outside the emulator's threads
+print("survived")
+"""
+
+
+def test_a_crash_outside_the_emulator_still_kills_the_process(cache, cache_home):
+    # Each loaded module chains to the fault handler it found; a fault in no emulated
+    # thread must reach the default action, not loop between two modules' handlers.
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
+    code = CRASH_ELSEWHERE.format(tests=str(SOURCES.parent))
+    out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert "fault reported" in out.stdout and "survived" not in out.stdout
+    assert out.returncode == -signal.SIGSEGV, out.stderr[-2000:]
+    assert "Fatal Python error: Segmentation fault" in out.stderr   # faulthandler was reached
 
 
 def test_second_load_hits_the_user_cache(cache, cache_home):

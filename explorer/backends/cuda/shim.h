@@ -423,11 +423,13 @@ void on_fault(int sig, siginfo_t* info, void* context) {
   }
 }
 
+// Once per module: each loaded module chains to the handler it found, so reinstalling
+// would make two modules chain to each other.
 void install_fault_handlers() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
   for (int sig : kFaults) {
-    struct sigaction now;
-    sigaction(sig, nullptr, &now);
-    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault) continue;
     struct sigaction mine;
     memset(&mine, 0, sizeof mine);
     mine.sa_sigaction = on_fault;
