@@ -185,6 +185,26 @@ def vector_pieces(start: int, lanes: int, hw: int) -> list:
     return out
 
 
+def unroll_budget(body: Stmt) -> int:
+    """How many stores unrolling a loop around ``body`` may emit: ``MAX_UNROLL``, or an
+    eighth of it when ``body`` keeps a loop of its own (every copy of that loop is one
+    more loop for LLVM's loop passes to analyse, vectorize and unroll: 257 copies of a
+    small guarded reduction took over a minute to compile)."""
+    def has_loop(s) -> bool:
+        if isinstance(s, For):
+            if s.kind == "unrolled" or s.kind == "vectorized" and vectorize_blocker(s) is None:
+                return has_loop(s.body)         # expanded by us, or vector code
+            return True                         # a loop of LLVM's, however small
+        if isinstance(s, SeqStmt):
+            return any(has_loop(x) for x in s.stmts)
+        if isinstance(s, IfThenElse):
+            return has_loop(s.then_case) or (s.else_case is not None and has_loop(s.else_case))
+        if isinstance(s, Allocate):
+            return has_loop(s.body)
+        return False
+    return MAX_UNROLL // 8 if has_loop(body) else MAX_UNROLL
+
+
 def emitted_stores(s: Stmt) -> int:
     """How many stores emitting ``s`` writes out, counting unrolled loops expanded."""
     if isinstance(s, BufferStore):
@@ -313,7 +333,7 @@ class StmtGen:
         if s.extent <= 0:
             return
         if s.kind == "unrolled" and s.extent * self.st.mod.memo(
-                "stores", s.body, lambda: emitted_stores(s.body)) <= MAX_UNROLL:
+                "stores", s.body, lambda: emitted_stores(s.body)) <= unroll_budget(s.body):
             for i in range(s.extent):
                 self.with_var(s.var.name, ir.Constant(I64, i), lambda: self.stmt(s.body))
             return
