@@ -9,27 +9,28 @@ reduction level. Given the factors of its ``sample_perfect_tile`` decisions:
                           (within the target's ``max_threads_per_block`` and the thread range
                           the tiling annotated: MetaSchedule's minimum of one warp)
     virtual threads     = product of the factors bound to vthread (at most ``max_vthread``)
-    shared (local) bytes = per cache, the box of the buffer the block touches while the
-                          loops inside the cache's location and the thread axes sharing the
-                          buffer run (threadIdx and vthread for shared, vthread for local),
-                          widened as VerifyGPUCode counts a cooperative fetch (below)
+    shared bytes        = per shared cache, the box of the buffer the block touches while
+                          the loops inside the cache's location and the thread axes run,
+                          widened as a cooperative fetch copies it (below)
+    registers per thread = the local caches' tiles (per virtual thread) times the virtual
+                          threads, plus ``REGISTER_OVERHEAD``: within the target's
+                          registers per thread and its registers per SM over the threads
 
 These are a few multiplications and interval bounds per candidate, no replay and no
 postprocessor. The model follows what the instructions of the trace did (get_loops,
 split, reorder, fuse, bind, cache_read/write, compute_at, the cooperative-fetch
 annotation), so it applies to any tiling rule built from them; a block whose tiling it
-cannot follow is not checked (as before). ``VerifyGPUCode`` stays the judge; on the
-gemm and conv2d spaces the verdicts agree on every child tried (see the tests).
+cannot follow is not checked (as before). ``VerifyGPUCode`` stays the judge: it reads
+the lowered program. The model's registers are what lowering allocates; its shared bytes
+are the bound on the schedule tree (``verify_gpu.footprints``), at least the lowered
+size: what the model accepts the verifier accepts (``tests/test_space_gpu.py``).
 
 A cooperative fetch copies the ``E`` elements of a tile as ``ceil(E / (threads * v))``
-rounds of ``threads * v`` under a predicate. VerifyGPUCode bounds the region of that copy
-without the predicate, so when the rounds overshoot ``E`` the outermost dimension of
-the buffer counts the excess (e.g. 768 bytes for a 256-byte gemm tile with 64 threads).
-The model counts the same, so that what it accepts the verifier accepts. Local bytes
-(the write cache, against ``max_local_memory_per_block``) are the exact tile, a lower
-bound of the verifier's count: the write-back that ``reverse_compute_at`` places under
-threadIdx spans the virtual threads' rows too (26 rows for a 2-row tile under 4
-vthreads), which the model does not mimic.
+rounds of ``threads * v`` under a predicate. The region of that copy is bounded without
+the predicate, so when the rounds overshoot ``E`` the outermost dimension of the buffer
+counts the excess (e.g. 768 bytes for a 256-byte gemm tile with 64 threads); lowering
+clamps it where that dimension is the whole buffer's (a conv's batch of 1), the model
+only where it can tell the first index is 0.
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ from ...ir.functor import expr_vars
 from ...schedule.rv import ExprRV
 from ...schedule.tree import find_block
 from .. import analysis as A
-from ..postprocs.verify_gpu import _BYTES, VerifyGPUCode   # its sizes of dtypes, as it counts
+from ..postprocs.verify_gpu import (_BYTES, VerifyGPUCode,   # its sizes of dtypes, as it counts
+                                    register_estimate, register_limit)
 
 _VERIFY = inspect.signature(VerifyGPUCode).parameters
 MAX_VTHREAD = _VERIFY["max_vthread"].default            # VerifyGPUCode's defaults
@@ -245,14 +247,26 @@ class GPUTilingLimits:
         if vthreads > self.max_vthread:
             return (f"block {b.name!r} would use {vthreads} virtual threads, more than "
                     f"{self.max_vthread}")
-        for scope, limit in (("shared", t.max_shared_memory_per_block),
-                             ("local", t.max_local_memory_per_block)):
-            nbytes = sum(self._cache_bytes(b, c, decisions, threads) for c in b.caches
-                         if c.scope == scope)
-            if nbytes > limit:
-                return (f"block {b.name!r} would need {nbytes} bytes of {scope} memory, "
-                        f"more than {limit}")
+        nbytes = sum(self._cache_bytes(b, c, decisions, threads) for c in b.caches
+                     if c.scope == "shared")
+        if nbytes > t.max_shared_memory_per_block:
+            return (f"block {b.name!r} would need {nbytes} bytes of shared memory, more than "
+                    f"{t.max_shared_memory_per_block}")
+        words = self.local_words(b, decisions)
+        regs, limit = register_estimate(words), register_limit(t, threads)
+        if regs > limit or words * 4 > t.max_local_memory_per_block:
+            return (f"block {b.name!r} would need about {regs} registers per thread, more "
+                    f"than the {limit} a block of {threads} threads may use")
         return None
+
+    @staticmethod
+    def local_words(b: _Block, decisions: dict) -> int:
+        """4-byte words of local arrays per thread: each local cache's tile (the box under
+        its location, per virtual thread, as ``explorer.lower`` allocates it) times the
+        virtual threads."""
+        vthreads = _prod(b, decisions, "vthread")
+        return sum(vthreads * -(-_cache_bytes(b, c, decisions, 0, 0, widen=()) // 4)
+                   for c in b.caches if c.scope == "local")
 
     def memory_bytes(self, decisions: dict, scope: str = "shared") -> dict:
         """{tiled block name: bytes of its caches in ``scope``} with ``decisions``."""
@@ -291,7 +305,11 @@ def _prod(b: _Block, decisions: dict, prefix: str) -> int:
     return math.prod(per_axis.values())
 
 
-def _cache_bytes(b: _Block, cache: _Cache, decisions: dict, threads: int, vec: int) -> int:
+def _cache_bytes(b: _Block, cache: _Cache, decisions: dict, threads: int, vec: int,
+                 widen=None) -> int:
+    """See ``GPUTilingLimits._cache_bytes``; ``widen``: the thread axes whose iterations
+    share the buffer (by default those of its scope)."""
+    widen = _SHARED_BY[cache.scope] if widen is None else widen
     buf = cache.buf
     depth = max((n for n, ps in enumerate(b.order) if any(p in ps for p in cache.at)),
                 default=None)
@@ -300,7 +318,7 @@ def _cache_bytes(b: _Block, cache: _Cache, decisions: dict, threads: int, vec: i
     spans: dict = {}
     for n, ps in enumerate(b.order):
         for p in ps:
-            if n > depth or (p.tag is not None and p.tag.split(".")[0] in _SHARED_BY[cache.scope]):
+            if n > depth or (p.tag is not None and p.tag.split(".")[0] in widen):
                 spans[p.var] = spans.get(p.var, 1) * p.factor(decisions)
     ranges = {iv.var.name: (0, spans.get(iv.var.name, 1) - 1) for iv in b.block.iter_vars}
     box = []

@@ -6,7 +6,8 @@ import math
 from ...errors import PostprocError
 from ...ir.functor import collect_loads, substitute, walk_stmt
 from ...ir.region import union_region
-from ...ir.stmt import BlockRealize, For, SeqStmt
+from ...ir.stmt import Allocate, BlockRealize, For, SeqStmt
+from ...lower import lower
 from ...schedule.loop_prims import launch_extents, threads_per_block
 from ...schedule.tree import loops_of, realizes_under
 from .. import analysis as A
@@ -16,20 +17,37 @@ _BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
 # thread axes whose iterations share a buffer of the scope (MetaSchedule's
 # CanRelaxStorageUnderThread; local buffers count once per virtual thread)
 _SHARED_BY = {"shared": ("threadIdx", "vthread"), "local": ("vthread",)}
+# registers a thread needs besides its local arrays (loop counters, addresses, the operands
+# loaded from shared memory): a round figure; ptxas reports the real count after build
+REGISTER_OVERHEAD = 16
+
+
+def register_limit(target, threads: int) -> int:
+    """Registers a thread of a block of ``threads`` may use: the target's maximum per
+    thread, and the SM's register file shared by the block (a block whose threads need
+    more than ``max_registers_per_sm`` in all cannot launch)."""
+    return min(target.max_registers_per_thread, target.max_registers_per_sm // max(threads, 1))
+
+
+def register_estimate(local_words: int) -> int:
+    """Registers per thread for ``local_words`` 4-byte words of local arrays."""
+    return local_words + REGISTER_OVERHEAD
 
 
 class VerifyGPUCode(Postproc):
-    """Check every kernel (top-level loop nest) against the target: threads per block
-    (``max_threads_per_block``), one extent per thread axis, virtual threads, shared
-    memory bytes per block (``max_shared_memory_per_block``), local bytes per thread,
-    vector widths (at most ``max_vector_bytes``), the thread range multi-level tiling
-    asked for, and that all work is bound to threads.
+    """Check every kernel (top-level loop nest) against the target, before build:
 
-    Buffer sizes are the regions touched per iteration of the innermost loop around all
-    uses (widened over the threads that share the buffer), as MetaSchedule's
-    ``CompactBufferAllocation`` sizes them, and as ``explorer.lower`` now allocates them
-    (shared buffers per iteration of the serial loops inside the thread loops). Local
-    buffers count once per thread: all its virtual threads' parts together.
+    - threads per block (``max_threads_per_block``), one extent per thread axis, at most
+      ``max_vthread`` virtual threads, the thread range multi-level tiling asked for, and
+      that all work is bound to threads (on the schedule tree);
+    - vector widths (at most ``max_vector_bytes``);
+    - shared memory per block (``max_shared_memory_per_block``) and the registers a thread
+      needs, estimated as its local arrays' 4-byte words plus ``REGISTER_OVERHEAD``,
+      within ``max_registers_per_thread`` and the SM's ``max_registers_per_sm`` shared by
+      the block's threads (``register_limit``). Both are read from the lowered program
+      (``kernel_memory``): the buffers as ``explorer.lower`` allocates them, what the code
+      generators emit. A local array counts once per virtual thread (each owns a copy).
+
     The launch checks share ``launch_extents`` with ``bind``, which refuses CUDA's
     own limits (1024 threads per block, one extent per axis) when the loop is bound.
     """
@@ -46,16 +64,32 @@ class VerifyGPUCode(Postproc):
     def apply(self, sch) -> None:
         func, t = sch.func, self.target
         self._check_thread_ranges(func)
-        use = footprints(func)
         for kernel in _kernels(func.body):
             self._check_kernel(kernel, t)
-            name = kernel.var.name
-            for scope, limit, what in (("shared", t.max_shared_memory_per_block, "per block"),
-                                       ("local", t.max_local_memory_per_block, "per thread")):
-                nbytes = sum(n for (k, s), n in use.items() if k == name and s == scope)
-                if nbytes > limit:
-                    raise PostprocError(f"kernel at loop {name!r} needs {nbytes} bytes of {scope} "
-                                        f"memory {what}, more than the target's {limit}")
+        for use in kernel_memory(lower(func)):
+            self._check_memory(use, t)
+
+    @staticmethod
+    def _check_memory(use: dict, t) -> None:
+        """Shared bytes per block and local words (registers) per thread of one kernel of
+        the lowered program: what the code generator allocates."""
+        name, shared, words = use["kernel"], use["shared_bytes"], use["local_words"]
+        if shared > t.max_shared_memory_per_block:
+            raise PostprocError(f"kernel at loop {name!r} needs {shared} bytes of shared memory "
+                                f"per block, more than the target's "
+                                f"{t.max_shared_memory_per_block}")
+        if words * 4 > t.max_local_memory_per_block:
+            raise PostprocError(f"kernel at loop {name!r} needs {words * 4} bytes of local "
+                                f"memory per thread, more than the target's "
+                                f"{t.max_local_memory_per_block}")
+        regs, limit = register_estimate(words), register_limit(t, use["threads"])
+        if regs > limit:
+            raise PostprocError(
+                f"kernel at loop {name!r} needs about {regs} registers per thread ({words} "
+                f"words of local arrays + {REGISTER_OVERHEAD}), more than the {limit} the "
+                f"target allows a block of {use['threads']} threads (at most "
+                f"{t.max_registers_per_thread} per thread, {t.max_registers_per_sm} per SM); "
+                "use smaller register tiles or fewer threads")
 
     def _check_kernel(self, kernel: For, t) -> None:
         for node, _ in walk_stmt(kernel):
@@ -103,8 +137,41 @@ class VerifyGPUCode(Postproc):
                                     f"block; its tiling asks for {low} to {high}")
 
 
+def kernel_memory(lowered) -> list:
+    """Per kernel (outermost loop) of a lowered function: ``{"kernel", "threads",
+    "shared_bytes", "local_words"}``, read from its thread loops and ``Allocate`` nodes.
+    Shared bytes are per block; local words (4 bytes each) per thread: a local buffer
+    allocated inside vthread loops counts once per virtual thread (each owns a copy)."""
+    out = []
+    for kernel in _kernels(_strip_allocs(lowered.body)):
+        shared = words = 0
+        for node, path in walk_stmt(kernel):
+            if not isinstance(node, Allocate) or node.buffer.scope not in _SHARED_BY:
+                continue
+            buf = node.buffer
+            nbytes = math.prod(buf.shape) * _BYTES.get(buf.dtype, 4)
+            if buf.scope == "shared":
+                shared += nbytes
+            else:
+                copies = math.prod(lp.extent for lp in path if isinstance(lp, For)
+                                   and lp.kind == "thread" and lp.thread.startswith("vthread"))
+                words += copies * -(-nbytes // 4)
+        out.append({"kernel": kernel.var.name, "shared_bytes": shared, "local_words": words,
+                    "threads": threads_per_block(launch_extents(kernel))})
+    return out
+
+
+def _strip_allocs(body):
+    while isinstance(body, Allocate):
+        body = body.body
+    return body
+
+
 def footprints(func) -> dict:
-    """{(kernel loop name, scope): bytes} of the shared and local buffers of ``func``."""
+    """{(kernel loop name, scope): bytes} of the shared and local buffers of ``func``,
+    bounded on the schedule tree before lowering (what ``mutators/gpu_limits.py``
+    works out from the decisions): at least what lowering allocates, more where the
+    lowered indices are tighter (a cooperative fetch's excess clamped to the buffer)."""
     out: dict = {}
     all_ranges = {n.var.name: (0, n.extent - 1) for n, _ in walk_stmt(func.body)
                   if isinstance(n, For)}
