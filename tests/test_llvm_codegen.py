@@ -301,14 +301,14 @@ def test_huge_unroll_stays_a_loop():
 
 
 def test_unroll_around_a_loop_keeps_a_smaller_budget():
-    """Unrolling 300 rows, each holding a serial loop of its own, stays a loop: every copy
+    """Unrolling 600 rows, each holding a serial loop of its own, stays a loop: every copy
     would be one more loop for LLVM's passes (a gemm(257,31,5) schedule unrolled this way
     took over a minute to compile). A body of straight-line code keeps the full budget."""
     from explorer.backends.llvm.codegen import MAX_UNROLL, unroll_budget
-    A, B = Buffer("A", (300, 5)), Buffer("B", (300, 5))
+    A, B = Buffer("A", (600, 5)), Buffer("B", (600, 5))
     inner = For(j, 5, BufferStore(B, Add(A[i, j], F(1)), (i, j)))
     assert unroll_budget(inner) < MAX_UNROLL <= unroll_budget(inner.with_(kind="unrolled"))
-    kern = check(lowered([A, B], For(i, 300, inner, "unrolled")), expect=lambda a, b: a + 1)
+    kern = check(lowered([A, B], For(i, 600, inner, "unrolled")), expect=lambda a, b: a + 1)
     assert 2 <= kern.llvm_ir.count("phi") < 10  # the row loop and the inner one stay loops
 
 
