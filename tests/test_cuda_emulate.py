@@ -291,6 +291,9 @@ def test_bad_launches_and_arrays_are_refused(cache):
         em.run([c, a[:, :8], b])
     with pytest.raises(ArgumentError, match="takes 3 arrays"):
         em.run([c, a])
+    a.setflags(write=False)                   # a read-only input is taken, not written
+    em.run([c, a, b])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------- the generator's sources

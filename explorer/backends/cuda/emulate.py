@@ -255,7 +255,9 @@ class EmulatedModule:
 
     def run(self, arrays) -> None:
         """Run every launch on ``arrays`` (numpy, in ``module.params`` order); outputs are
-        written in place. Scratch buffers are allocated here, filled with NaN / -1."""
+        written in place (read-only arrays are taken as inputs: a copy is handed to the
+        kernel, as pycuda's runtime does). Scratch buffers are allocated here, filled with
+        NaN (floats) or -1 (integers), so that a read before a write shows."""
         arrays = self._check(arrays)
         staged = {b.name: _aligned_copy(a) for b, a in zip(self.module.params, arrays)}
         for b in self.module.scratch:
@@ -269,7 +271,7 @@ class EmulatedModule:
                 if status:
                     _raise(launch, status, err.value.decode(errors="replace"))
         for a, b in zip(arrays, self.module.params):
-            if staged[b.name] is not a:
+            if staged[b.name] is not a and a.flags.writeable:
                 a[...] = staged[b.name]
 
     def _check(self, arrays) -> list:
@@ -280,8 +282,6 @@ class EmulatedModule:
                                 f"but got {len(arrays)}: pass inputs and outputs in that order")
         for p, a in zip(params, arrays):
             problem = array_problem(p, a)
-            if problem is None and not a.flags.writeable:
-                problem = f"argument {p.name} is read-only: pass a writeable copy"
             if problem:
                 raise ArgumentError(problem)
         return list(arrays)
@@ -296,8 +296,9 @@ def _aligned_empty(dtype, shape) -> np.ndarray:
 
 
 def _aligned_copy(a: np.ndarray) -> np.ndarray:
-    """``a`` itself when C-contiguous and aligned (CUDA's allocations are), else a copy that is."""
-    if a.flags.c_contiguous and a.ctypes.data % ALIGN == 0:
+    """``a`` itself when writeable, C-contiguous and aligned (CUDA's allocations are),
+    else a copy that is."""
+    if a.flags.c_contiguous and a.flags.writeable and a.ctypes.data % ALIGN == 0:
         return a
     out = _aligned_empty(a.dtype, a.shape)
     out[...] = a
@@ -310,9 +311,9 @@ def _poisoned(b) -> np.ndarray:
     return out
 
 
+_ERRORS = {1: RaceError, 2: BuildError, 3: KernelFault}   # the shim's launch status
+
+
 def _raise(launch: KernelLaunch, status: int, message: str):
-    if "barrier" in message or "shuffle" in message:
-        raise RaceError(message)
-    if status == 2:
-        raise BuildError(message)
-    raise KernelFault(message or f"kernel {launch.name} stopped without a message")
+    error = _ERRORS.get(status, KernelFault)
+    raise error(message or f"kernel {launch.name} stopped with status {status} and no message")

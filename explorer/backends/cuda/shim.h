@@ -108,6 +108,8 @@ constexpr int kWarp = 32;
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxWarps = kMaxThreads / kWarp;
 constexpr size_t kDynamicPoolBytes = 256 * 1024;
+// What a launch returns (emulate.py raises RaceError, BuildError, KernelFault for them).
+constexpr int kDone = 0, kDivergent = 1, kBadLaunch = 2, kFault = 3;
 constexpr int kEnd = INT_MIN;     // "site" of the barrier every thread reaches at a block's end
 
 alignas(64) unsigned char dynamic_pool[kDynamicPoolBytes];
@@ -135,6 +137,7 @@ struct Block {
   int blocked = 0;                // threads waiting at any barrier (block or warp)
   std::atomic<uint32_t> gen{0};
   std::atomic<bool> abort{false};
+  int status = kDone;
   int where[kMaxThreads];         // where each waits: >0 __syncthreads line, kEnd, <0 -shuffle line
   Warp warps[kMaxWarps];
   char msg[2048];
@@ -220,9 +223,10 @@ void describe_site(char* out, size_t n, int site) {
 
 // Stops the launch: records `msg` (the first reason wins) and wakes every waiting thread.
 // Caller holds blk.mu.
-void abort_locked(const char* msg) {
+void abort_locked(const char* msg, int status = kDivergent) {
   if (!blk.abort.load()) {
     snprintf(blk.msg, sizeof blk.msg, "%s", msg);
+    blk.status = status;
     blk.abort.store(true);
   }
   blk.gen.fetch_add(1);
@@ -461,7 +465,7 @@ void report_fault(Thread& t) {
            "address %p", blk.kernel, t.bid.x, t.bid.y, t.bid.z, t.tid.x, t.tid.y, t.tid.z,
            what, t.addr);
   std::lock_guard<std::mutex> lk(blk.mu);
-  abort_locked(msg);
+  abort_locked(msg, kFault);
 }
 
 // A signal stack for the calling thread, so that a stack overflow can be reported.
@@ -613,7 +617,7 @@ bool start_threads(int n, char* err, int errlen) {
     char msg[256];
     snprintf(msg, sizeof msg, "kernel %s: could not start thread %d of %d (pthread_create "
              "failed: too many threads or too little memory)", blk.kernel, started, n);
-    abort_locked(msg);             // the started ones stop at their next barrier
+    abort_locked(msg, kFault);     // the started ones stop at their next barrier
   }
   for (int t = 0; t < started; ++t) pthread_join(threads[t], nullptr);
   return true;
@@ -628,7 +632,7 @@ int launch(const char* kernel, dim3 grid, dim3 block, Body body, void** args, ch
   int n = (int)(block.x * block.y * block.z);
   if (n < 1 || n > kMaxThreads) {
     snprintf(err, errlen, "kernel %s: %d threads per block, the emulator runs 1 to %d", kernel, n, kMaxThreads);
-    return 2;
+    return kBadLaunch;
   }
   gridDim = grid;
   blockDim = block;
@@ -637,6 +641,7 @@ int launch(const char* kernel, dim3 grid, dim3 block, Body body, void** args, ch
   blk.count = 0;
   blk.blocked = 0;
   blk.abort.store(false);
+  blk.status = kDone;
   blk.msg[0] = 0;
   for (int w = 0; w < kMaxWarps; ++w) {
     int lanes = n - w * kWarp;
@@ -647,12 +652,12 @@ int launch(const char* kernel, dim3 grid, dim3 block, Body body, void** args, ch
   install_fault_handlers();
   Launch L{body, args, grid.x * grid.y * grid.z};
   current_launch = &L;
-  if (!start_threads(n, err, errlen)) return 1;
+  if (!start_threads(n, err, errlen)) return kFault;
   if (blk.abort.load()) {
     snprintf(err, errlen, "%s", blk.msg);
-    return 1;
+    return blk.status;
   }
-  return 0;
+  return kDone;
 }
 
 // Calls kernel `f` with the buffers in `args`, each cast to the parameter's pointer type.
