@@ -1,6 +1,10 @@
 """Show the best schedule per workload and target in a tuning database.
 
-    explorer show --db tuning_db [--trace]
+    explorer show --db tuning_db [--trace] [--source | --asm]
+
+``--source`` rebuilds each best schedule from its record and prints the kernel's
+code: CUDA C for a ``cuda`` target (generation needs no GPU), the LLVM IR the code
+generator emitted for ``llvm``; ``--asm`` prints the machine code LLVM makes of it.
 """
 from __future__ import annotations
 
@@ -14,6 +18,11 @@ def add_arguments(p) -> None:
     p.add_argument("--db", default="tuning_db", help="database directory (default tuning_db)")
     p.add_argument("--target", default=None, help="only this target string")
     p.add_argument("--trace", action="store_true", help="print each best trace as Python")
+    code = p.add_mutually_exclusive_group()
+    code.add_argument("--source", action="store_true",
+                      help="print each best kernel's code: CUDA C (cuda), LLVM IR (llvm)")
+    code.add_argument("--asm", action="store_true",
+                      help="print each best kernel's assembly (llvm targets)")
 
 
 def _flops(entry) -> int | None:
@@ -65,6 +74,26 @@ def _trace_lines(trace) -> str:
         return f"    (this record's trace cannot be read: {e})"
 
 
+def _code_lines(db, workload_key: str, record, asm: bool) -> str:
+    """The best record's kernel rebuilt (replay, lower, generate) and its code as text, or
+    a line saying why it cannot be shown."""
+    from ..backends import build
+    from ..schedule import Schedule, Trace
+    from ..target import as_target
+    try:
+        wl = db.workload(workload_key)
+        target = as_target(record.target)
+        if asm and target.kind != "llvm":
+            return f"    (--asm shows LLVM's assembly; this record is for {target.kind}: use --source)"
+        sch = Trace.from_json(record.trace).apply_to(Schedule(wl))
+        kernel = build(sch, target)
+        text = kernel.assembly if asm else kernel.source
+    except ExplorerError as e:
+        return f"    (this record's kernel cannot be rebuilt here: {e})"
+    what = "assembly" if asm else {"cuda": "CUDA C", "llvm": "LLVM IR"}.get(target.kind, "code")
+    return f"--- {what} of the best {workload_key} on {record.target}\n{text.rstrip()}\n---"
+
+
 def main(args) -> int:
     from ..database import Database, ranked
     check_database_dir(args.db)
@@ -93,4 +122,6 @@ def main(args) -> int:
               f"{ms:9.3f} {gf:8.1f} {runs:5d}")
         if args.trace and best:
             print(_trace_lines(best.trace))
+        if (getattr(args, "source", False) or getattr(args, "asm", False)) and best:
+            print(_code_lines(db, wk, best, args.asm))
     return 0
