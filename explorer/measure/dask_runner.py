@@ -31,6 +31,8 @@ workers do serve.
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import math
 import threading
@@ -104,7 +106,7 @@ class DaskMeasurer(Closing):
                                f"{connect_timeout:g} s ({type(e).__name__}: {e}): start one "
                                "with `dask scheduler` and workers with `explorer worker "
                                "--scheduler HOST:PORT`") from None
-        self.client.subscribe_topic(TOPIC, self._on_event)
+        self._subscribe()
         try:
             self.require_workers()
         except MeasureError:
@@ -112,6 +114,12 @@ class DaskMeasurer(Closing):
             raise
 
     # ------------------------------------------------------------ workers
+    def _subscribe(self) -> None:
+        try:
+            self.client.subscribe_topic(TOPIC, self._on_event)
+        except (OSError, TimeoutError, RuntimeError):
+            pass      # not connected now: start times then count from sending
+
     def _on_event(self, event) -> None:
         _, msg = event
         with self._lock:
@@ -251,8 +259,13 @@ class DaskMeasurer(Closing):
             workers = self.workers()
             while waiting and workers and len(running) < len(workers):
                 job = waiting.pop(0)
-                self._submit(job, workers, auto_cutoff)
-                running.append(job)
+                try:
+                    self._submit(job, workers, auto_cutoff)
+                    running.append(job)
+                except Exception as e:   # the connection dropped since workers() answered
+                    self._retry(job, ("lost", f"the job could not be sent ({e!r})"), waiting,
+                                results)
+                    break
             self._wait([j.future for j in running])
             for job in list(running):
                 out = self._collect(job)
@@ -274,15 +287,20 @@ class DaskMeasurer(Closing):
             time.sleep(0.2)
             return
         try:
-            import_distributed().wait(futures, timeout=0.2, return_when="FIRST_COMPLETED")
-        except Exception:     # timed out, or a future was cancelled: _collect looks at each
-            pass
+            with self.client.as_current():
+                import_distributed().wait(futures, timeout=0.2, return_when="FIRST_COMPLETED")
+        except (TimeoutError, asyncio.TimeoutError, asyncio.CancelledError,
+                concurrent.futures.CancelledError):
+            pass              # _collect looks at each future
 
     def _collect(self, job: _Job):
         """The job's MeasureResult when it ended, a reason to try again, or None (running)."""
         fut = job.future
         with self._lock:
             start, job.worker = self.started.get(job.key, (job.sent, None))
+        if fut.done():
+            with self._lock:
+                self.started.pop(job.key, None)
         if fut.status == "finished":
             data = json.loads(fut.result())
             job.worker = data.get("worker", job.worker)
@@ -305,6 +323,8 @@ class DaskMeasurer(Closing):
     def _retry(self, job: _Job, why: tuple, waiting: list, results: list) -> None:
         kind, reason = why
         job.attempts.append(reason)
+        if kind == "lost":        # a restarted scheduler holds no subscription
+            self._subscribe()
         job.prefer = None
         if len(job.attempts) <= self.retries:
             waiting.insert(0, job)
