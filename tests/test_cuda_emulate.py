@@ -273,6 +273,31 @@ def test_compile_errors_show_the_compilers_first_lines(cache):
         emulate.load(mod, cache=cache)
 
 
+def test_launches_that_do_not_fit_the_kernels_are_refused(cache):
+    src = 'extern "C" __global__ void k(float* __restrict__ C, const int* __restrict__ D) {}'
+    bufs = (BufferSpec("C", "float32", (8,)), BufferSpec("D", "float32", (8,)))
+    for args, what in [(("C", "D"), r"\(float\* C, float\* D\)"), (("C",), r"\(float\* C\)")]:
+        mod = CudaModule("mismatch", src, (KernelLaunch("k", (1, 1, 1), (8, 1, 1), args),), bufs)
+        with pytest.raises(BuildError, match=rf"kernel k must take {what} as its launch passes"):
+            emulate.load(mod, cache=cache)
+    mod = CudaModule("missing", src, (KernelLaunch("k2", (1, 1, 1), (8, 1, 1), ("C",)),), bufs)
+    with pytest.raises(BuildError, match="kernel k2 is launched but not defined in the source"):
+        emulate.load(mod, cache=cache)
+
+
+def test_a_missing_barrier_shows_as_a_wrong_result(cache):
+    # The emulator runs the code, barriers included: without the barrier between the
+    # cooperative fetch and its use, threads read tiles their neighbours have not written.
+    mod = gemm_module(32, 32, 32)
+    racy = CudaModule(mod.func_name, mod.source.replace("__syncthreads();", "", 1),
+                      mod.launches, mod.buffers)
+    c, a, b = gemm_args(32, 32, 32)
+    emulate.load(racy, cache=cache).run([c, a, b])
+    assert not np.allclose(c, a @ b, rtol=1e-3, atol=1e-3)
+    emulate.load(mod, cache=cache).run([c, a, b])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
+
+
 def test_missing_compiler_says_what_to_install(monkeypatch):
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(shutil, "which", lambda name: None)

@@ -50,6 +50,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -105,7 +106,11 @@ def driver_source(module: CudaModule) -> str:
     for i, launch in enumerate(module.launches):
         gx, gy, gz = launch.grid
         bx, by, bz = launch.block
+        types = [module.buffer(n).ctype for n in launch.args]
+        described = ", ".join(f"{t}* {n}" for t, n in zip(types, launch.args))
         lines += [
+            f"static_assert(::explorer_emu::params_are<{', '.join(types)}>({launch.name}), "
+            f"\"kernel {launch.name} must take ({described}) as its launch passes them\");",
             f"EXPLORER_EMU_EXPORT int explorer_emu_launch_{i}(void** args, char* err, int errlen) {{",
             f"  return ::explorer_emu::launch(\"{launch.name}\", dim3{{{gx}u, {gy}u, {gz}u}}, "
             f"dim3{{{bx}u, {by}u, {bz}u}},",
@@ -130,6 +135,9 @@ def check_launches(module: CudaModule) -> None:
         if unknown:
             raise BuildError(f"kernel {launch.name} takes {unknown}, which are not buffers of "
                              f"{module.func_name} ({sorted(names)})")
+        if not re.search(rf"\b{re.escape(launch.name)}\s*\(", module.source):
+            raise BuildError(f"kernel {launch.name} is launched but not defined in the source "
+                             f"of {module.func_name}")
 
 
 def _check_dims(launch: KernelLaunch, what: str, dims, limits) -> None:

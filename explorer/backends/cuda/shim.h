@@ -660,6 +660,17 @@ int launch(const char* kernel, dim3 grid, dim3 block, Body body, void** args, ch
   return kDone;
 }
 
+// Whether kernel `f` takes exactly pointers to `Want...` (const or not), in this order.
+template <class... Want, class... P>
+constexpr bool params_are(void (*)(P...)) {
+  if constexpr (sizeof...(Want) != sizeof...(P)) {
+    return false;
+  } else {
+    return ((std::is_pointer_v<P> &&
+             std::is_same_v<std::remove_cv_t<std::remove_pointer_t<P>>, Want>) && ...);
+  }
+}
+
 // Calls kernel `f` with the buffers in `args`, each cast to the parameter's pointer type.
 template <class... P, size_t... I>
 void call_with(void (*f)(P...), void** args, std::index_sequence<I...>) {
