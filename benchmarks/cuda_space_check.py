@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ SHAPES = {
     "transpose": dict(M=20, N=36),
 }
 STEPS = ("codegen", "sm_80", "sm_90", "emulated", "interp")
+_EMULATOR = threading.Lock()    # one emulated build and run at a time in this process
 
 
 def check_one(sch, wl) -> dict:
@@ -49,7 +51,8 @@ def check_one(sch, wl) -> dict:
         return out
     for arch in ("sm_80", "sm_90"):
         out[arch] = _attempt(lambda: compile_cubin(kernel.source, arch))
-    out["emulated"] = _attempt(lambda: _run(build(sch, "cuda", emulate=True), wl))
+    with _EMULATOR:
+        out["emulated"] = _attempt(lambda: _run(build(sch, "cuda", emulate=True), wl))
     out["interp"] = _attempt(lambda: _run(build(sch, "interp"), wl))
     if any(out[s] for s in STEPS):
         out["source"] = kernel.source
