@@ -8,22 +8,14 @@ import pytest
 matplotlib.use("Agg")
 
 from explorer import Schedule, Target, WorkloadError, ops  # noqa: E402
-from explorer.measure import InteractiveMeasurer, MeasureResult, interactive_config  # noqa: E402
+from explorer.measure import MeasureResult, interactive_config  # noqa: E402
 from explorer.measure.interactive import InteractiveResult  # noqa: E402
+from test_widgets_explorer import FaultyMeasurer  # noqa: E402
 from widgets.exercise import Exercise, Verdict, hints_for, verdict_of  # noqa: E402
 from widgets.steps import Steps, numpy_best_gflops, plot_steps  # noqa: E402
 
 CFG = interactive_config(repeats=2, min_repeat_secs=0.005, run_timeout=5.0)
 HOST = Target("llvm")
-
-
-class FaultyMeasurer(InteractiveMeasurer):
-    """Injects ``next_fault`` (explorer.measure.faults) into the next measurement only."""
-    next_fault = None
-
-    def measure(self, sch, fault=None, compare=True):
-        fault, self.next_fault = self.next_fault, None
-        return super().measure(sch, fault=fault, compare=compare)
 
 
 @pytest.fixture(scope="module")

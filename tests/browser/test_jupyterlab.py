@@ -1,8 +1,10 @@
 """A real JupyterLab in headless Chromium: open a notebook, run it, apply a split
-and press Run in the ScheduleExplorer, and see the loop nest and timing change.
-Screenshots go to artifacts/screenshots/ (gitignored)."""
+and press Run in the ScheduleExplorer, and see the loop nest and timing change; then
+open every lesson (``notebooks/0*.ipynb``, short mode), run all its cells and find no
+error output. Screenshots go to artifacts/screenshots/ (gitignored)."""
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -17,17 +19,27 @@ SHOTS = HERE.parents[1] / "artifacts" / "screenshots"
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
-@pytest.fixture(scope="module")
-def page(tmp_path_factory):
+@contextlib.contextmanager
+def _lab_and_browser(tmp, files):
+    """A JupyterLab serving ``files`` and a Chromium context for it (skips when either
+    is missing here)."""
     why = missing()
     if why:
         pytest.skip(f"browser test skipped: {why}")
     from playwright.sync_api import sync_playwright
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with Lab(tmp_path_factory.mktemp("lab"), [HERE / "explorer_smoke.ipynb"]) as lab, \
-            sync_playwright() as pw:
+    with Lab(tmp, files) as lab, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            yield lab, browser.new_context(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    with _lab_and_browser(tmp_path_factory.mktemp("lab"),
+                          [HERE / "explorer_smoke.ipynb"]) as (lab, context):
         context.grant_permissions(["clipboard-read", "clipboard-write"],
                                   origin=f"http://127.0.0.1:{lab.port}")
         pg = context.new_page()
@@ -38,7 +50,6 @@ def page(tmp_path_factory):
         pg.locator(f"{PANEL} .se-code-view").wait_for()
         pg.locator(f"{PANEL} .se-dashboard").wait_for()
         yield pg
-        browser.close()
 
 
 def _kernel_idle(page) -> None:
@@ -155,3 +166,103 @@ def test_dashboard_shows_curve_table_and_apply_loads_into_the_explorer(page):
     page.wait_for_function("document.querySelector('.se-result').innerText"
                            ".includes('matches numpy') && !document.querySelector('.se-result')"
                            ".innerHTML.includes('opacity')")
+
+
+# ------------------------------------------------------------------ the lessons
+
+LESSONS = sorted((HERE.parents[1] / "notebooks").glob("0*.ipynb"))
+LESSON_SECONDS = 300      # per notebook, short mode, on a busy 2-core machine
+
+_MODEL_ERRORS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.model.cells;
+  const out = {errors: [], pending: 0, cells: 0, images: 0, widgets: 0};
+  for (let i = 0; i < cells.length; i++) {
+    const c = cells.get(i);
+    if (c.type !== 'code') continue;
+    out.cells += 1;
+    if (c.executionCount === null) out.pending += 1;
+    for (let j = 0; j < c.outputs.length; j++) {
+      const o = c.outputs.get(j).toJSON();
+      if (o.output_type === 'error') out.errors.push(o.ename + ': ' + o.evalue);
+      const data = o.data || {};
+      if (data['image/png']) out.images += 1;
+      if (data['application/vnd.jupyter.widget-view+json']) out.widgets += 1;
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EXPLORER_SHORT", "1")          # the kernels inherit the server's environment
+    try:
+        with _lab_and_browser(tmp_path_factory.mktemp("lessons"), LESSONS) as found:
+            yield found
+    finally:
+        mp.undo()
+
+
+def _shutdown_kernels(server) -> None:
+    """Stop every kernel of the server, so the next lesson has the cores."""
+    import json
+    import urllib.request
+    kernels = json.loads(urllib.request.urlopen(server.api("kernels"), timeout=10).read())
+    for k in kernels:
+        url = server.api(f"kernels/{k['id']}")
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30).read()
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_lesson_runs_in_jupyterlab_without_an_error(lab, path):
+    server, context = lab
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    try:
+        pg.goto(server.url(path.name))
+        _kernel_idle(pg)
+        pg.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        pg.wait_for_function(f"({_MODEL_ERRORS})().pending === 0",
+                             timeout=LESSON_SECONDS * 1000, polling=1000)
+        _kernel_idle(pg)
+        state = pg.evaluate(f"({_MODEL_ERRORS})()")
+        assert state["errors"] == [], state["errors"]
+        assert state["images"] >= 1 and state["cells"] > 0
+        _screenshots(pg, path.stem, state)
+    finally:
+        pg.close()
+        _shutdown_kernels(server)
+
+
+def _screenshots(pg, stem: str, state: dict) -> None:
+    """The top of the lesson, its first widget, its first picture and its last output,
+    each scrolled into view (JupyterLab renders only the cells near the viewport)."""
+    targets = pg.evaluate("""() => {
+      const cells = window.jupyterapp.shell.currentWidget.content.model.cells;
+      let widget = -1, image = -1, last = -1;
+      for (let i = 0; i < cells.length; i++) {
+        const c = cells.get(i);
+        if (c.type !== 'code') continue;
+        for (let j = 0; j < c.outputs.length; j++) {
+          const d = c.outputs.get(j).toJSON().data || {};
+          if (widget < 0 && d['application/vnd.jupyter.widget-view+json']) widget = i;
+          if (image < 0 && d['image/png']) image = i;
+          last = i;
+        }
+      }
+      return {widget, image, last};
+    }""")
+    pg.screenshot(path=str(SHOTS / f"{stem}_0_top.png"))
+    for name in ("widget", "image", "last"):
+        index = targets[name]
+        if index < 0:
+            continue
+        pg.evaluate(f"""async () => {{
+          const nb = window.jupyterapp.shell.currentWidget.content;
+          nb.activeCellIndex = {index};
+          await nb.scrollToItem({index}, 'start');
+        }}""")
+        pg.wait_for_timeout(800)
+        pg.screenshot(path=str(SHOTS / f"{stem}_{name}.png"))
