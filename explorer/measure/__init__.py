@@ -8,11 +8,13 @@ one schedule now in a kept-alive worker (a notebook's Run button), and
 ``measure_roofline`` gives the host's measured peak and bandwidth. Everything
 that crosses the process boundary is plain data: ``MeasureInput`` in,
 ``BuildResult`` and ``MeasureResult`` out; failures are values with ``error``
-and ``error_kind``.
+and ``error_kind``. ``DaskMeasurer`` measures on Dask workers instead of the
+local pool, behind the same interface (Dask imported only when one is made).
 """
 from .builder import LocalBuilder
 from .check import Reference, ReferenceCache
 from .config import RunConfig
+from .dask_runner import DaskMeasurer
 from .faults import FAULTS
 from .interactive import InteractiveMeasurer, InteractiveResult, interactive_config
 from .measurer import Measurer, measure
@@ -24,4 +26,5 @@ from .runner import LocalRunner
 __all__ = ["MeasureInput", "MeasureResult", "BuildResult", "ERROR_KINDS", "RunConfig",
            "LocalBuilder", "LocalRunner", "Measurer", "measure", "WorkerPool", "Reference",
            "ReferenceCache", "FAULTS", "InteractiveMeasurer",
-           "InteractiveResult", "interactive_config", "Roofline", "measure_roofline"]
+           "InteractiveResult", "interactive_config", "Roofline", "measure_roofline",
+           "DaskMeasurer"]
