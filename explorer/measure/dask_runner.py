@@ -84,6 +84,7 @@ class DaskMeasurer(Closing):
     def __init__(self, scheduler: str, target="llvm", config: RunConfig | None = None, *,
                  job_timeout: float | None = None, worker_wait: float = 30.0,
                  retries: int = 2, connect_timeout: float = 10.0):
+        _check_settings(job_timeout, worker_wait, retries, connect_timeout)
         distributed = import_distributed()
         self.target = as_target(target)
         self.config = config or RunConfig()
@@ -349,6 +350,16 @@ class DaskMeasurer(Closing):
             key = workload_target_key(job.input)
             self.best_secs[key] = min(self.best_secs.get(key, math.inf), res.median_secs)
         return res
+
+
+def _check_settings(job_timeout, worker_wait, retries, connect_timeout) -> None:
+    for name, v in (("job_timeout", job_timeout), ("worker_wait", worker_wait),
+                    ("connect_timeout", connect_timeout)):
+        if v is not None and not (isinstance(v, (int, float)) and v > 0):
+            raise MeasureError(f"DaskMeasurer {name}={v!r} must be a positive number of seconds")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise MeasureError(f"DaskMeasurer retries={retries!r} must be an int >= 0 (0: a job "
+                           "given up once is failed)")
 
 
 def _error_result(job: _Job, exc: BaseException):
