@@ -27,6 +27,7 @@
 # pycuda's module_from_buffer); tuning, which compiles every candidate, is skipped
 # with a message. Without cuda.h there: pycuda is built against DIR/include/cuda.h.
 set -uo pipefail
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
@@ -150,10 +151,12 @@ install_pycuda() {
         ln -sf "$d" "$work/lib/libcuda.so"
     fi
     libdirs="$libdirs'$work/lib'"
-    rm -rf "$work/build" && mkdir -p "$work/build"
-    tar xzf "$sdist" -C "$work/build" || fail "cannot unpack $sdist"
-    src=$(ls -d "$work"/build/pycuda-*/ | head -1)
+    src="$work/build/$(basename "$sdist" .tar.gz)"      # kept: a rerun only links again
+    if [ ! -d "$src" ]; then
+        mkdir -p "$work/build" && tar xzf "$sdist" -C "$work/build" || fail "cannot unpack $sdist"
+    fi
     write_siteconf "$src" "$root" "$inc" "$libdirs" "$curand"
+    build_tools "$work" || return 1
     jobs=$(nproc 2>/dev/null || echo 2)
     say "building pycuda ($jobs jobs; log: $work/pycuda-build.log)"
     (cd "$src" && PATH="${root:+$root/bin:}$PATH" $PYTHON setup.py build_ext -j "$jobs" \
@@ -162,6 +165,15 @@ install_pycuda() {
         --target "$site" "$src" pytools platformdirs mako markupsafe siphash24 typing_extensions \
         >> "$work/pycuda-build.log" 2>&1 \
         || { tail -30 "$work/pycuda-build.log"; fail "pip install --no-index --find-links $wheels failed"; }
+}
+
+build_tools() {   # setuptools and wheel for building pycuda, from the folder when missing
+    $PYTHON -c "import setuptools, wheel, numpy" 2>/dev/null && return 0
+    $PYTHON -c "import numpy" 2>/dev/null || fail "numpy is missing: pycuda and the engine need it installed"
+    say "setuptools and wheel from $wheels (for the build only)"
+    $PYTHON -m pip install -q --no-index --find-links "$wheels" --target "$1/buildtools" \
+        setuptools wheel || fail "pip install setuptools wheel from $wheels failed"
+    export PYTHONPATH="$1/buildtools${PYTHONPATH:+:$PYTHONPATH}"
 }
 
 install_engine_needs() {
