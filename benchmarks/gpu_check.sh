@@ -143,7 +143,7 @@ install_pycuda() {
     for d in "$root/lib64/stubs" "$root/lib64" "$root/lib/stubs" "$root/lib" \
              "$root/targets/x86_64-linux/lib" "$root/targets/x86_64-linux/lib/stubs"; do
         [ -n "$root" ] && [ -d "$d" ] && libdirs="$libdirs'$d', "
-        [ -n "$root" ] && [ -e "$d/libcurand.so" ] && curand=True
+        [ -n "$root" ] && [ -e "$d/libcurand.so" ] && [ -f "$inc/curand.h" ] && curand=True
     done
     if ! ls ${libdirs//[\',]/ } 2>/dev/null | grep -qx 'libcuda.so'; then
         d=$(find_libcuda)
