@@ -156,7 +156,10 @@ def _run(cmd: list, timeout: float, cwd: str) -> tuple:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:      # it ended on its own meanwhile
+            pass
         proc.communicate()
         raise BuildError(f"nvcc did not finish within {timeout:g} s compiling the CUDA "
                          "source: the kernel is too large to compile (smaller unroll factors "
