@@ -303,6 +303,9 @@ def test_missing_compiler_says_what_to_install(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(BuildError, match=r"install g\+\+"):
         emulate.load(gemm_module(16, 16, 16))
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    with pytest.raises(BuildError, match="CXX is 'no-such-compiler', which is not an executable"):
+        emulate.load(gemm_module(16, 16, 16))
 
 
 def test_bad_launches_and_arrays_are_refused(cache):

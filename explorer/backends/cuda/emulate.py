@@ -79,7 +79,13 @@ _LOCK = threading.Lock()               # shared memory is static: one launch at 
 def find_compiler() -> str:
     """The C++ compiler to use: ``$CXX``, else ``g++``, else ``c++``; BuildError if none."""
     env = os.environ.get("CXX")
-    for name in ([env] if env else []) + ["g++", "c++"]:
+    if env:
+        path = shutil.which(env)
+        if not path:
+            raise BuildError(f"CXX is {env!r}, which is not an executable here: point it to a "
+                             "C++20 compiler (g++ or clang++) or unset it")
+        return path
+    for name in ("g++", "c++"):
         path = shutil.which(name)
         if path:
             return path

@@ -4,8 +4,8 @@
 // unchanged; explorer/backends/cuda/emulate.py appends a driver with one entry per launch.
 //
 // Execution model (emulate.py's docstring has the whole story):
-// - every CUDA thread of a block is an OS thread (default) or, compiled with
-//   -DEXPLORER_EMU_FIBERS, a fiber of one OS thread, switched at barriers; either way
+// - every CUDA thread of a block is an OS thread or, compiled with -DEXPLORER_EMU_FIBERS
+//   (emulate.py's default), a fiber of one OS thread, switched at barriers; either way
 //   all threads of a block are alive at once, blocks run one after the other on the
 //   same threads, and every thread ends each block at a barrier;
 // - threadIdx/blockIdx are per thread; blockDim/gridDim are set once per launch;
