@@ -93,17 +93,23 @@ def test_warp_shuffle_reductions_full_warp_and_groups_of_eight(cache):
         np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-4, err_msg=kernel)
 
 
-def test_dynamic_shared_memory_through_the_macro(cache):
-    blocks, n = 3, 16384
-    mod = CudaModule(
+def reverse_module(blocks: int, dynamic_bytes: int) -> CudaModule:
+    n = 16384
+    return CudaModule(
         "reverse", source("dynamic_reverse.cu"),
         (KernelLaunch("reverse_dynamic", (blocks, 1, 1), (1024, 1, 1), ("C", "A"),
-                      dynamic_shared_bytes=n * 4),),
+                      dynamic_shared_bytes=dynamic_bytes),),
         (BufferSpec("C", "float32", (blocks, n)), BufferSpec("A", "float32", (blocks, n))))
-    a = np.random.default_rng(3).standard_normal((blocks, n), dtype=np.float32)
+
+
+def test_dynamic_shared_memory_through_the_macro(cache):
+    a = np.random.default_rng(3).standard_normal((3, 16384), dtype=np.float32)
     c = np.zeros_like(a)
-    emulate.load(mod, cache=cache).run([c, a])
+    emulate.load(reverse_module(3, 16384 * 4), cache=cache).run([c, a])
     np.testing.assert_array_equal(c, a[:, ::-1])
+    # a launch that asks for no dynamic shared memory has none to use
+    with pytest.raises(KernelFault, match="kernel reverse_dynamic, block \\(0, 0, 0\\)"):
+        emulate.load(reverse_module(3, 0), cache=cache).run([c, a])
 
 
 def test_int_float64_and_vector_accesses(cache):

@@ -20,8 +20,8 @@ How a launch runs:
   128x128x64 tiled gemm (64 blocks of 256 threads, 576 barriers) ran in 7.8 s on
   threads and 0.27 s on fibers (``benchmarks/cuda_emulate.py``);
 - ``threadIdx``/``blockIdx`` are per thread, ``__shared__`` memory one copy per block,
-  the dynamic pool (``EXPLORER_DYNAMIC_SHARED``) a 256 KiB static buffer filled with
-  0xff bytes (NaN for floats) at each launch;
+  the dynamic pool (``EXPLORER_DYNAMIC_SHARED``) the launch's ``dynamic_shared_bytes``
+  (none when 0: using it then faults), filled with 0xff bytes (NaN for floats);
 - ``__syncthreads()`` is a barrier among the block's threads; warp shuffles exchange
   through a per-warp slot array and a barrier among the lanes of the mask (lane =
   linear thread id % 32). Lanes do not run in lockstep: warp-synchronous code that
@@ -70,7 +70,7 @@ FLAGS = ("-x", "c++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
          "-fvisibility=hidden", "-fno-strict-aliasing", "-Wno-unknown-pragmas")
 EXECUTORS = {"threads": (), "fibers": ("-DEXPLORER_EMU_FIBERS",)}
 MAX_THREADS = 1024                     # the shim's threads (or fibers) per block
-MAX_DYNAMIC_SHARED = 256 * 1024        # the shim's dynamic pool
+MAX_DYNAMIC_SHARED = 227 * 1024        # the most any GPU gives a block (sm_90)
 ALIGN = 64                             # buffers handed to kernels start at this boundary
 _ERRLEN = 4096
 _LOCK = threading.Lock()               # shared memory is static: one launch at a time
@@ -119,7 +119,7 @@ def driver_source(module: CudaModule) -> str:
             f"\"kernel {launch.name} must take ({described}) as its launch passes them\");",
             f"EXPLORER_EMU_EXPORT int explorer_emu_launch_{i}(void** args, char* err, int errlen) {{",
             f"  return ::explorer_emu::launch(\"{launch.name}\", dim3{{{gx}u, {gy}u, {gz}u}}, "
-            f"dim3{{{bx}u, {by}u, {bz}u}},",
+            f"dim3{{{bx}u, {by}u, {bz}u}}, {launch.dynamic_shared_bytes}u,",
             f"      [](void** a) {{ ::explorer_emu::call({launch.name}, a); }}, args, err, errlen);",
             "}"]
     return module.source + "\n".join(lines) + "\n"
@@ -136,7 +136,7 @@ def check_launches(module: CudaModule) -> None:
                              f"at most {MAX_THREADS}: split the thread loops")
         if not 0 <= launch.dynamic_shared_bytes <= MAX_DYNAMIC_SHARED:
             raise BuildError(f"kernel {launch.name}: {launch.dynamic_shared_bytes} bytes of dynamic "
-                             f"shared memory, the emulator has {MAX_DYNAMIC_SHARED}")
+                             f"shared memory, at most {MAX_DYNAMIC_SHARED} (sm_90's limit)")
         unknown = [a for a in launch.args if a not in names]
         if unknown:
             raise BuildError(f"kernel {launch.name} takes {unknown}, which are not buffers of "

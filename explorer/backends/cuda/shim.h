@@ -56,7 +56,7 @@
 #define __constant__ static const
 // g++ knows __restrict__ natively.
 
-// extern __shared__ pools (dynamic shared memory): one static pool of 256 KiB.
+// extern __shared__ pools (dynamic shared memory): the launch's pool, allocated per launch.
 #define EXPLORER_DYNAMIC_SHARED(T, name) T* const name = reinterpret_cast<T*>(::explorer_emu::dynamic_pool)
 
 // ---------------------------------------------------------------- vector types
@@ -107,12 +107,11 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxWarps = kMaxThreads / kWarp;
-constexpr size_t kDynamicPoolBytes = 256 * 1024;
 // What a launch returns (emulate.py raises RaceError, BuildError, KernelFault for them).
 constexpr int kDone = 0, kDivergent = 1, kBadLaunch = 2, kFault = 3;
 constexpr int kEnd = INT_MIN;     // "site" of the barrier every thread reaches at a block's end
 
-alignas(64) unsigned char dynamic_pool[kDynamicPoolBytes];
+unsigned char* dynamic_pool = nullptr;   // the launch's dynamic shared memory, or none
 
 struct Abort {};                  // thrown out of a barrier once the launch is stopped
 
@@ -160,8 +159,8 @@ struct Thread {
 };
 
 #ifdef EXPLORER_EMU_FIBERS
-Thread fibers[kMaxThreads];
-Thread* cur = &fibers[0];         // the fiber running now
+Thread* fibers = nullptr;         // the launch's fibers
+Thread* cur = nullptr;            // the fiber running now
 thread_local bool on_executor = false;
 #define EXPLORER_EMU_SELF (*::explorer_emu::cur)
 #else
@@ -525,17 +524,18 @@ void run_blocks(const Launch& L) {
 Launch* current_launch;
 
 #ifdef EXPLORER_EMU_FIBERS
-constexpr size_t kFiberStack = 512 * 1024;
-unsigned char* fiber_stacks;      // kMaxThreads stacks, each above a guard page
+constexpr size_t kFiberStack = 512 * 1024;   // CUDA's limit of local memory per thread
+unsigned char* fiber_stacks;      // the launch's stacks, each above a guard page
 
-bool ensure_stacks() {
-  if (fiber_stacks) return true;
+// Stacks for n fibers, mapped per launch (and unmapped after it: a process loads many
+// modules, and the guard pages count against the kernel's limit of mappings).
+bool map_stacks(int n) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  void* p = mmap(nullptr, kFiberStack * kMaxThreads, PROT_READ | PROT_WRITE,
+  void* p = mmap(nullptr, kFiberStack * n, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
   fiber_stacks = static_cast<unsigned char*>(p);
-  for (int t = 0; t < kMaxThreads; ++t) mprotect(fiber_stacks + t * kFiberStack, page, PROT_NONE);
+  for (int t = 0; t < n; ++t) mprotect(fiber_stacks + t * kFiberStack, page, PROT_NONE);
   return true;
 }
 
@@ -578,17 +578,19 @@ void* executor(void*) {
 }
 
 bool start_threads(int n, char* err, int errlen) {
-  if (!ensure_stacks()) {
+  if (!map_stacks(n)) {
     snprintf(err, errlen, "kernel %s: could not map %d fiber stacks", blk.kernel, n);
     return false;
   }
+  fibers = new Thread[n];
   pthread_t th;
-  if (pthread_create(&th, nullptr, executor, nullptr) != 0) {
-    snprintf(err, errlen, "kernel %s: could not start the emulator's thread", blk.kernel);
-    return false;
-  }
-  pthread_join(th, nullptr);
-  return true;
+  bool started = pthread_create(&th, nullptr, executor, nullptr) == 0;
+  if (started) pthread_join(th, nullptr);
+  else snprintf(err, errlen, "kernel %s: could not start the emulator's thread", blk.kernel);
+  delete[] fibers;
+  fibers = cur = nullptr;
+  munmap(fiber_stacks, kFiberStack * n);
+  return started;
 }
 #else
 void* worker(void* arg) {
@@ -627,7 +629,8 @@ bool start_threads(int n, char* err, int errlen) {
 std::mutex launch_mu;            // shared memory is static: one launch at a time
 
 // Runs `body` on every thread of every block; 0 when done, 1 with `err` when stopped.
-int launch(const char* kernel, dim3 grid, dim3 block, Body body, void** args, char* err, int errlen) {
+int launch(const char* kernel, dim3 grid, dim3 block, size_t dynamic_bytes, Body body,
+           void** args, char* err, int errlen) {
   std::lock_guard<std::mutex> one_at_a_time(launch_mu);
   int n = (int)(block.x * block.y * block.z);
   if (n < 1 || n > kMaxThreads) {
@@ -648,11 +651,18 @@ int launch(const char* kernel, dim3 grid, dim3 block, Body body, void** args, ch
     blk.warps[w].lanes = lanes < 0 ? 0 : (lanes > kWarp ? kWarp : lanes);
     for (Group& g : blk.warps[w].groups) g = Group{};
   }
-  memset(dynamic_pool, 0xff, sizeof dynamic_pool);   // reads before writes see NaN, not zeros
+  if (dynamic_bytes) {
+    size_t rounded = (dynamic_bytes + 63) / 64 * 64;
+    dynamic_pool = static_cast<unsigned char*>(aligned_alloc(64, rounded));
+    memset(dynamic_pool, 0xff, rounded);   // reads before writes see NaN, not zeros
+  }
   install_fault_handlers();
   Launch L{body, args, grid.x * grid.y * grid.z};
   current_launch = &L;
-  if (!start_threads(n, err, errlen)) return kFault;
+  bool ran = start_threads(n, err, errlen);
+  free(dynamic_pool);
+  dynamic_pool = nullptr;
+  if (!ran) return kFault;
   if (blk.abort.load()) {
     snprintf(err, errlen, "%s", blk.msg);
     return blk.status;
