@@ -394,6 +394,24 @@ def test_integer_floor_division_of_negative_values_matches_numpy():
     assert cx(FloorDiv(x, const(4))) == "x / 4" and cx(FloorMod(x, const(4))) == "x % 4"
 
 
+def test_names_c_cannot_keep_are_renamed_and_still_run():
+    from explorer import te
+    x = te.placeholder((8, 64), "float32", "in-put")
+    y = te.compute((8, 64), lambda i, j: x[i, j] * 2.0, "int")
+    sch = Schedule(te.create_func([x, y]))
+    i, j = sch.get_loops(sch.get_block("int"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    src = build(sch, "cuda").source
+    assert "int_kernel0(const float* __restrict__ in_put_, float* __restrict__ int_)" in src
+    assert "int_[j + i * 64] = in_put_[j + i * 64] * 2.0f;" in src
+    _cxx()
+    a = np.random.default_rng(0).random((8, 64), dtype=np.float32)
+    b = np.zeros((8, 64), np.float32)
+    build(sch, "cuda", emulate=True)(a, b)
+    np.testing.assert_array_equal(b, a * 2)
+
+
 # ------------------------------------------------------------------ bad input
 
 def test_an_unbound_schedule_is_refused_with_what_to_bind():

@@ -23,6 +23,7 @@ from ...ir.functor import collect_loads, expr_vars, substitute, walk_stmt
 from ...ir.stmt import BufferStore, For, IfThenElse
 from ...schedule.loop_prims import CROSS_THREAD_REDUCTION
 from ..barriers import THREAD_TAGS
+from .cexpr import cname
 
 COMBINERS = (Add, Mul, Max, Min)
 
@@ -134,7 +135,7 @@ def _plan(loop: For, path: tuple):
         if acc is None:
             spatial = [c for x in p if isinstance(x, IfThenElse) for c in conjuncts(x.cond)
                        if not expr_vars(c) & (nest_vars | inner_vars)]
-            accs[n.buffer.name] = Accumulator(n, comb, f"{n.buffer.name}_red",
+            accs[n.buffer.name] = Accumulator(n, comb, f"{cname(n.buffer.name)}_red",
                                               guard=all_of(*spatial))
         elif acc.combiner is not comb or acc.indices != n.indices:
             raise BuildError(f"{where}: {n.buffer.name} is accumulated two ways; one "

@@ -36,6 +36,39 @@ HELPERS = {
         "__device__ __forceinline__ int explorer_abs(int a) { return a < 0 ? -a : a; }"),
 }
 
+# names an IR variable or buffer cannot keep in C: C++ keywords, CUDA built-ins, the math
+# functions and helpers the source calls, and the generator's own temporaries
+RESERVED = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t
+char32_t char8_t class co_await co_return co_yield compl concept const const_cast consteval
+constexpr constinit continue decltype default delete do double dynamic_cast else enum
+explicit export extern false float for friend goto if inline int long mutable namespace new
+noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast requires restrict return short signed sizeof static static_assert
+static_cast struct switch template this thread_local throw true try typedef typeid typename
+union unsigned using virtual void volatile wchar_t while xor xor_eq
+threadIdx blockIdx blockDim gridDim warpSize INFINITY NAN min max exp expf log logf sqrt
+sqrtf tanh tanhf fabs fabsf fmax fmaxf fmin fminf erff main red_tid off
+explorer_floordiv explorer_floormod explorer_abs explorer_shared
+""".split())
+
+
+def cname(name: str) -> str:
+    """``name`` as a C identifier: unchanged when it is one and not reserved, otherwise
+    with other characters replaced and a trailing underscore."""
+    if name.isidentifier() and name.isascii() and name not in RESERVED \
+            and not name.startswith("__"):
+        return name
+    fixed = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_" for ch in name)
+    if not fixed or fixed[0].isdigit():
+        fixed = "v_" + fixed
+    return fixed.lstrip("_") + "_" if fixed.startswith("__") else fixed + "_"
+
+
+class RawName(Var):
+    """A name the generator made (``A_v0.x``, a partial result): printed as it is."""
+
+
 # precedence: higher binds tighter
 _PREC = {Mul: 13, Div: 13, FloorDiv: 13, FloorMod: 13, Add: 12, Sub: 12, LT: 10, LE: 10,
          EQ: 9, NE: 9, And: 5, Or: 4}
@@ -77,8 +110,10 @@ class CExpr:
 
     def print(self, e: Expr) -> tuple:
         """(text, precedence)"""
-        if isinstance(e, Var):
+        if isinstance(e, RawName):
             return e.name, _ATOM
+        if isinstance(e, Var):
+            return cname(e.name), _ATOM
         if isinstance(e, IntImm):
             if e.dtype == "bool":
                 return ("true" if e.value else "false"), _ATOM

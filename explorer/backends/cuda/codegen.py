@@ -20,6 +20,7 @@ check runs), so the program the interpreter checks is the program the GPU runs:
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from ...ir.stmt import Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt
 from ...schedule.loop_prims import CUDA_MAX_BLOCK_DIM
 from ..barriers import BLOCK_TAGS, THREAD_TAGS, barrier_points, is_thread_loop
 from .allreduce import final_value, plan_reductions
-from .cexpr import HELPERS, CExpr, ctype
+from .cexpr import HELPERS, CExpr, RawName, cname, ctype
 from .lanes import flat_split, multiple_of, uniform_cond
 from .module import BufferSpec, CudaModule, KernelLaunch
 
@@ -109,7 +110,7 @@ class _KernelGen:
     def __init__(self, func: PrimFunc, launch, number: int, plan, target, globals_: list):
         self.func, self.launch, self.plan, self.target = func, launch, plan, target
         self.root = launch.root
-        self.name = f"{func.name}_kernel{number}"
+        self.name = re.sub(r"\W", "_", func.name, flags=re.ASCII) + f"_kernel{number}"
         self.number = number
         self.lines: list = []
         self.depth = 1
@@ -206,7 +207,7 @@ class _KernelGen:
         params = []
         for b in self.args:
             const_ = "" if b.name in self.written else "const "
-            params.append(f"{const_}{ctype(b.dtype)}* __restrict__ {b.name}")
+            params.append(f"{const_}{ctype(b.dtype)}* __restrict__ {cname(b.name)}")
         threads = math.prod(self.launch.block)
         if self.pool:
             self.line(f"EXPLORER_DYNAMIC_SHARED(unsigned char, {POOL});")
@@ -259,10 +260,10 @@ class _KernelGen:
             for dim, i in reversed(list(zip(buf.shape, idx))):
                 flat = flat + (i if stride == 1 else i * stride)
                 stride *= int(dim)
-            return f"{buf.name}[{self.cx(simplify(flat, self.ranges))}]"
+            return f"{cname(buf.name)}[{self.cx(simplify(flat, self.ranges))}]"
         if not idx:
-            return f"{buf.name}[0]"
-        return buf.name + "".join(f"[{self.cx(i)}]" for i in idx)
+            return f"{cname(buf.name)}[0]"
+        return cname(buf.name) + "".join(f"[{self.cx(i)}]" for i in idx)
 
     # ----------------------------------------------------------- statements
     def stmt(self, s) -> None:
@@ -323,18 +324,19 @@ class _KernelGen:
 
     def _allocate(self, s: Allocate) -> None:
         b = s.buffer
+        name = cname(b.name)
         dims = "".join(f"[{int(d)}]" for d in b.shape) or "[1]"
         if b.scope == "local":
             self.kinds[b.name] = "array"
-            self.line(f"{ctype(b.dtype)} {b.name}{dims};")
+            self.line(f"{ctype(b.dtype)} {name}{dims};")
         elif b.scope == "shared" and b.name in self.pool:
             self.kinds[b.name] = "ptr"
-            self.line(f"{ctype(b.dtype)}* {b.name} = ({ctype(b.dtype)}*)({POOL} + "
+            self.line(f"{ctype(b.dtype)}* {name} = ({ctype(b.dtype)}*)({POOL} + "
                       f"{self.pool[b.name]});")
         elif b.scope == "shared":
             self.kinds[b.name] = "array"
             self.static_bytes += _nbytes(b)
-            self.line(f"__shared__ __align__(16) {ctype(b.dtype)} {b.name}{dims};")
+            self.line(f"__shared__ __align__(16) {ctype(b.dtype)} {name}{dims};")
         else:
             raise BuildError(f"cuda codegen: cannot allocate {b.scope} buffer {b.name} inside "
                              "a kernel")
@@ -355,7 +357,7 @@ class _KernelGen:
         if s.kind in ("unrolled", "vectorized") or is_thread_loop(s):
             self.line("#pragma unroll")
         note = f"  // {s.thread}" if is_thread_loop(s) else ""
-        v = s.var.name
+        v = cname(s.var.name)
         self.open(f"for (int {v} = 0; {v} < {s.extent}; ++{v}) {{{note}")
         self.stmt(s.body)
         if self.plan.at_loop_end(s):
@@ -376,7 +378,7 @@ class _KernelGen:
             self.open("{")
             opened += 1
             self.declare(v)
-        self.line(f"const int {v} = {tag};")
+        self.line(f"const int {cname(v)} = {tag};")
         self.ranges[v] = (0, s.extent - 1)
         if tag in THREAD_TAGS:
             self.thread_vars.add(v)
@@ -450,7 +452,8 @@ class _KernelGen:
         self.line(f"// {loop.var.name}: {loop.extent} lanes as {vt}")
         if chunk:
             self.line("#pragma unroll")
-            self.open(f"for (int {chunk} = 0; {chunk} < {loop.extent // w}; ++{chunk}) {{")
+            c = cname(chunk)
+            self.open(f"for (int {c} = 0; {c} < {loop.extent // w}; ++{c}) {{")
             opened += 1
         if cond is not None:
             self.open(f"if ({self.cx(simplify(substitute(sub(cond), at0), self.ranges))}) {{")
@@ -466,11 +469,11 @@ class _KernelGen:
                       f"*(const {vt}*){addr(ld.buffer, ld.indices)};")
         else:
             for k, ld in enumerate(vec_loads):
-                names[ld] = f"{ld.buffer.name}_v{k}"
+                names[ld] = f"{cname(ld.buffer.name)}_v{k}"
                 self.line(f"const {vt} {names[ld]} = *(const {vt}*){addr(ld.buffer, ld.indices)};")
             lanes = [self._lane_value(value, names, lane, j) for j in range(w)]
             if vec_store:
-                out = f"{store.buffer.name}_out"
+                out = f"{cname(store.buffer.name)}_out"
                 self.line(f"{vt} {out};")
                 for j, text in enumerate(lanes):
                     self.line(f"{out}.{_COMPONENTS[j]} = {text};")
@@ -486,7 +489,7 @@ class _KernelGen:
 
     def _lane_value(self, value: Expr, names: dict, lane: str, j: int) -> str:
         comp = _COMPONENTS[j]
-        picked = replace_loads(value, lambda ld: Var(f"{names[ld]}.{comp}", ld.dtype)
+        picked = replace_loads(value, lambda ld: RawName(f"{names[ld]}.{comp}", ld.dtype)
                                if ld in names else None)
         return self.cx(substitute(picked, {lane: IntImm(j)}))
 
@@ -513,7 +516,7 @@ class _KernelGen:
             self._combine_threads(acc, loop.thread)
         tag = loop.thread
         for acc in red.accs:
-            total = Var(acc.partial, acc.buffer.dtype)
+            total = RawName(acc.partial, acc.buffer.dtype)
             store = f"{self.access(acc.buffer, _subst_all(acc.indices, self.subst))} = " \
                     f"{self.e(final_value(acc, total))};"
             conds = [] if acc.buffer.scope == "local" else [f"{tag} == 0"]
@@ -546,7 +549,7 @@ class _KernelGen:
 
     def _op(self, acc, a: str, b: str) -> str:
         dt = acc.buffer.dtype
-        return self.cx(acc.combine(Var(a, dt), Var(b, dt)))
+        return self.cx(acc.combine(RawName(a, dt), RawName(b, dt)))
 
     def _combine_threads(self, acc, tag: str) -> None:
         n = self.launch.extents[tag]
