@@ -20,21 +20,14 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from explorer import build, ops
 from explorer.space import DesignSpace
 
-SHAPES = {
-    "gemm": dict(M=64, N=64, K=32),
-    "batch_matmul": dict(B=2, M=32, N=32, K=16),
-    "conv2d": dict(N=1, C=8, H=10, W=10, K=32, R=3, S=3, padding=1),
-    "depthwise_conv2d": dict(N=1, C=8, H=9, W=9, R=3, S=3, padding=1),
-    "dense_bias_relu": dict(M=16, N=32, K=24),
-    "softmax": dict(M=2, N=300),
-    "row_sum": dict(M=1, N=300),
-    "elementwise": dict(M=6, N=70),
-    "transpose": dict(M=20, N=36),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_cuda_codegen import SHAPES  # noqa: E402 - the tests' shapes, one list of them
+
 STEPS = ("codegen", "sm_80", "sm_90", "emulated", "interp")
 _EMULATOR = threading.Lock()    # one emulated build and run at a time in this process
 
