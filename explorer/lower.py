@@ -229,17 +229,20 @@ def _compact(body: Stmt, func: PrimFunc, carry: dict) -> Stmt:
         # per iteration of the point (and of the inner loops held fixed), what is read
         # must have been written in that iteration; otherwise data flows across
         # iterations: let the innermost fixed loop vary, then allocate higher
+        region = None
         while point or inner:
             fixed = point + inner
             wr = _region(buf, writes.get(buf.name, []), fixed, all_ranges)
             rd = _region(buf, sites, fixed, all_ranges)
             if wr is not None and rd is not None and _covers(wr, rd, all_ranges):
+                region = rd     # the region at the point found
                 break
             if inner:
                 inner = inner[:-1]
             else:
                 point = point[:-1]
-        region = _region(buf, sites, point + inner, all_ranges)
+        else:
+            region = _region(buf, sites, [], all_ranges)
         if region is None:
             region = full_region(buf.shape)
         new_buf = buf.with_(shape=tuple(ext for _, ext in region))

@@ -22,6 +22,18 @@ class NonAffine(Exception):
 # --------------------------------------------------------------- linear form
 
 def _lin(e: Expr, ranges) -> tuple[dict, int]:
+    """(terms: atom -> coefficient, constant) of ``e``. Without ranges the answer is kept
+    on the node (callers only read the dict)."""
+    if ranges:
+        return _lin_of(e, ranges)
+    d = e.__dict__
+    out = d.get("_lin")
+    if out is None:
+        out = d["_lin"] = _lin_of(e, None)
+    return out
+
+
+def _lin_of(e: Expr, ranges) -> tuple[dict, int]:
     if isinstance(e, IntImm):
         return {}, e.value
     if isinstance(e, Var):
@@ -146,7 +158,51 @@ _INT_ARITH = (IntImm, Var, Add, Sub, Mul, FloorDiv, FloorMod, Min, Max)
 
 
 def simplify(e: Expr, ranges: dict | None = None) -> Expr:
-    """Canonical simplification. ``ranges`` maps var names to (lo, hi) inclusive."""
+    """Canonical simplification. ``ranges`` maps var names to (lo, hi) inclusive.
+    Without ranges the result is kept on the (immutable) node: a function's bindings
+    are simplified again after every primitive that rebuilds the blocks around them."""
+    if not ranges or _plain(e):
+        d = e.__dict__
+        out = d.get("_simple")
+        if out is None:
+            out = d["_simple"] = _simplify(e, None)
+        return out
+    return _simplify(e, ranges)
+
+
+def _plain(e: Expr) -> bool:
+    """Only int32 +, -, *, variables and constants: ranges cannot change its simplified
+    form (they only decide //, %, min, max and comparisons). Kept on the node."""
+    d = e.__dict__
+    out = d.get("_plain")
+    if out is None:
+        if isinstance(e, (IntImm, Var)):
+            out = e.dtype == "int32"
+        elif isinstance(e, (Add, Sub, Mul)):
+            out = e.dtype == "int32" and _plain(e.a) and _plain(e.b)
+        else:
+            out = False
+        d["_plain"] = out
+    return out
+
+
+def lin_diff(a: Expr, b: Expr) -> tuple[dict, int]:
+    """``_lin(Sub(a, b))`` (no ranges) without building the node: ``simplify(a - b)`` is
+    ``_from_lin(*lin_diff(a, b))``, a constant exactly when the terms are empty."""
+    ta, ca = _lin(a, None)
+    tb, cb = _lin(b, None)
+    out = dict(ta)
+    for k, v in tb.items():
+        out[k] = out.get(k, 0) - v
+    return {k: v for k, v in out.items() if v != 0}, ca - cb
+
+
+def from_lin(terms: dict, c: int) -> Expr:
+    """The canonical expression of a linear form (what ``simplify`` returns)."""
+    return _from_lin(terms, c)
+
+
+def _simplify(e: Expr, ranges) -> Expr:
     if isinstance(e, _INT_ARITH) and e.dtype == "int32":
         terms, c = _lin(e, ranges)
         return _from_lin(terms, c)
@@ -252,15 +308,30 @@ def int_bounds(e: Expr, ranges: dict) -> tuple[int, int]:
 def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     """Bounds of ``e`` as ``ranged`` vars (name -> (lo, hi)) vary; others stay symbolic."""
     terms, c = _lin(simplify(e, None), None)
-    lo: Expr = const(c)
-    hi: Expr = const(c)
+    # the linear forms of c + sum(bound * coeff), summed as _lin sums that Add chain
+    lo: tuple = ({}, c)
+    hi: tuple = ({}, c)
     for atom, coeff in terms.items():
         alo, ahi = _atom_bounds(atom, ranged)
         if coeff < 0:
             alo, ahi = ahi, alo
-        lo = Add(lo, Mul(alo, const(coeff)))
-        hi = Add(hi, Mul(ahi, const(coeff)))
-    return simplify(lo), simplify(hi)
+        lo = _add_scaled(lo, _lin(alo, None), coeff)
+        hi = _add_scaled(hi, _lin(ahi, None), coeff)
+    return _from_lin(*lo), _from_lin(*hi)
+
+
+def _add_scaled(acc: tuple, lin: tuple, coeff: int) -> tuple:
+    """``_lin(Add(a, Mul(b, const(coeff))))`` from ``_lin(a)`` and ``_lin(b)``."""
+    ta, ca = acc
+    tb, cb = lin
+    if not tb:
+        scaled = {}
+    else:
+        scaled = {k: v * coeff for k, v in tb.items() if v * coeff != 0}
+    out = dict(ta)
+    for k, v in scaled.items():
+        out[k] = out.get(k, 0) + v
+    return {k: v for k, v in out.items() if v != 0}, ca + cb * coeff
 
 
 def _atom_bounds(atom: Expr, ranged: dict) -> tuple[Expr, Expr]:

@@ -48,6 +48,9 @@ class Expr:
     def __ge__(self, o): return binary(LE, o, self)
     def __and__(self, o): return binary(And, self, o)
     def __or__(self, o): return binary(Or, self, o)
+    def __getstate__(self):   # pickled: the fields, not the analyses cached on the node
+        return {k: v for k, v in self.__dict__.items() if k[0] != "_"}
+
     def __bool__(self):
         from ..errors import ExplorerError
         raise ExplorerError("an expression has no truth value: use equal(a, b), all_of(...) "

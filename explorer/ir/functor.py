@@ -73,8 +73,26 @@ def collect_loads(e: Expr) -> list:
     return [x for x in walk_expr(e) if isinstance(x, BufferLoad)]
 
 
-def expr_vars(e: Expr) -> set:
-    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+_NO_VARS: frozenset = frozenset()
+
+
+def expr_vars(e: Expr) -> frozenset:
+    """Names of the variables ``e`` uses, cached on the (immutable) node."""
+    d = e.__dict__
+    out = d.get("_vars")
+    if out is None:
+        if isinstance(e, Var):
+            out = frozenset((e.name,))
+        else:
+            kids = expr_children(e)
+            if not kids:
+                out = _NO_VARS
+            elif len(kids) == 1:
+                out = expr_vars(kids[0])
+            else:
+                out = frozenset().union(*[expr_vars(k) for k in kids])
+        d["_vars"] = out
+    return out
 
 
 def replace_loads(e: Expr, fn: Callable[[BufferLoad], Expr | None]) -> Expr:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .arith import NonAffine, int_bounds, linear_terms, simplify, sym_bounds
+from .arith import NonAffine, from_lin, int_bounds, lin_diff, linear_terms, simplify, sym_bounds
 from .expr import Expr, IntImm, Max, Min, Sub, const
 from .functor import expr_vars
 
@@ -23,9 +23,9 @@ from .functor import expr_vars
 def _union(bounds: list, pick_min: bool) -> Expr:
     out = bounds[0]
     for b in bounds[1:]:
-        d = simplify(Sub(out, b))
-        if isinstance(d, IntImm):
-            out = (out if d.value <= 0 else b) if pick_min else (out if d.value >= 0 else b)
+        terms, d = lin_diff(out, b)        # simplify(out - b), a constant when no terms
+        if not terms:
+            out = (out if d <= 0 else b) if pick_min else (out if d >= 0 else b)
         else:
             out = simplify((Min if pick_min else Max)(out, b))
     return out
@@ -45,12 +45,12 @@ def union_region(sites: list, shape: tuple, all_ranges: dict):
             los.append(lo)
             his.append(hi)
         lo, hi = _union(los, True), _union(his, False)
-        ext = simplify(hi - lo + 1)
-        if isinstance(ext, IntImm):
-            n = ext.value
+        terms, width = lin_diff(hi, lo)    # simplify(hi - lo + 1) is constant iff no terms
+        if not terms:
+            n = width + 1
         else:
             try:
-                n = int_bounds(simplify(hi - lo), all_ranges)[1] + 1
+                n = int_bounds(from_lin(terms, width), all_ranges)[1] + 1
             except NonAffine:
                 return None
         if n >= dim and isinstance(lo, IntImm) and lo.value == 0:

@@ -27,7 +27,21 @@ THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadI
 
 class Stmt:
     def with_(self, **changes):
-        return replace(self, **changes)
+        """A copy with ``changes`` to its fields (what ``dataclasses.replace`` does, without
+        its cost, and without the analyses cached on this node)."""
+        new = object.__new__(type(self))
+        nd = new.__dict__
+        for k, v in self.__dict__.items():
+            if k[0] != "_":
+                nd[k] = v
+        for k, v in changes.items():
+            if k not in nd:
+                raise TypeError(f"{type(self).__name__} has no field {k!r}")
+            nd[k] = v
+        return new
+
+    def __getstate__(self):
+        return _fields_only(self)
 
 
 @dataclass(frozen=True)
@@ -63,12 +77,15 @@ class Block(Stmt):
 
     def reads(self) -> list:
         """Buffers the block reads (its own output excluded), in first-use order."""
-        from .functor import collect_loads
-        seen: list = []
-        for load in collect_loads(self.body.value):
-            if load.buffer != self.body.buffer and load.buffer not in seen:
-                seen.append(load.buffer)
-        return seen
+        cached = self.__dict__.get("_reads")
+        if cached is None:
+            from .functor import collect_loads
+            seen: list = []
+            for load in collect_loads(self.body.value):
+                if load.buffer != self.body.buffer and load.buffer not in seen:
+                    seen.append(load.buffer)
+            cached = self.__dict__["_reads"] = tuple(seen)
+        return list(cached)
 
     def read_indices(self, buf: Buffer) -> list:
         """Index tuples of every load of ``buf`` in the body."""
@@ -126,6 +143,9 @@ class PrimFunc:
     def with_(self, **changes) -> "PrimFunc":
         return replace(self, **changes)
 
+    def __getstate__(self):
+        return _fields_only(self)
+
     def script(self) -> str:
         from .printer import to_text
         return to_text(self)
@@ -136,6 +156,11 @@ class PrimFunc:
 
     def __str__(self) -> str:
         return self.script()
+
+
+def _fields_only(node) -> dict:
+    """Pickled state: the fields, not the analyses cached on the node."""
+    return {k: v for k, v in node.__dict__.items() if k[0] != "_"}
 
 
 def seq(stmts) -> Stmt:

@@ -136,6 +136,25 @@ def _inputs(func, block) -> set:
 def compute_at(func, block: str, loop: str):
     """Move producer ``block`` under ``loop``, computing only what the consumers
     there need per iteration."""
+    prod, dims, region, out, first_consumer = _compute_at_plan(func, block, loop)
+    nest = cover_nest(prod.block, dims, region, func, all_ranges(func))
+    return insert_in(out, loop, first_consumer, nest)
+
+
+def can_compute_at(func, block: str, loop: str) -> bool:
+    """Would ``compute_at(func, block, loop)`` succeed? Its checks alone: the loop nest
+    it would build and insert is not built."""
+    try:
+        _compute_at_plan(func, block, loop)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _compute_at_plan(func, block: str, loop: str) -> tuple:
+    """compute_at's checks and what it needs to build the nest: (producer realize, its
+    iteration variables' buffer dims, the region needed per iteration of ``loop``,
+    the function without the producer, where the nest goes under ``loop``)."""
     prod, ppath = find_block(func, block, "compute_at")
     target, lpath = find_loop(func, loop, "compute_at")
     if any(lp.var.name == loop for lp in loops_of(ppath)):
@@ -166,7 +185,6 @@ def compute_at(func, block: str, loop: str):
             sites += access_sites(r, [ld.indices for ld in loads_of(r.block, buf.name)],
                                   loops_of(rpath), relaxed)
     region = _region_or_fail(sites, buf, func, "compute_at", loop)
-    nest = cover_nest(prod.block, dims, region, func, all_ranges(func))
     out = remove_block(func, block)
     kids = children(find_loop(out, loop)[0].body)
     first_consumer = _index_of(kids, set(consumers), last=False)
@@ -177,7 +195,7 @@ def compute_at(func, block: str, loop: str):
     if last_producer is not None and last_producer >= first_consumer:
         raise ScheduleError(f"compute_at: under loop {loop!r} an input of {block!r} is produced "
                             "after its consumers start; move that producer first")
-    return insert_in(out, loop, first_consumer, nest)
+    return prod, dims, region, out, first_consumer
 
 
 def reverse_compute_at(func, block: str, loop: str):
@@ -237,6 +255,33 @@ def reverse_compute_at(func, block: str, loop: str):
 
 def compute_inline(func, block: str):
     """Replace every read of ``block``'s output by its expression; remove the block."""
+    b, buf, dims = _inline_plan(func, block)
+
+    def inline(ld):
+        if ld.buffer.name != buf.name:
+            return None
+        return substitute(b.body.value, {iv.var.name: ld.indices[d]
+                                         for iv, d in zip(b.iter_vars, dims)})
+    out = remove_block(func, block)
+    for name in readers(out, buf.name):
+        r, _ = find_block(out, name)
+        st = r.block.body
+        new = r.block.with_(body=st.with_(value=replace_loads(st.value, inline)))
+        out = replace_block(out, name, r.with_(block=new))
+    return out.with_(alloc_buffers=tuple(x for x in out.alloc_buffers if x.name != buf.name))
+
+
+def can_compute_inline(func, block: str) -> bool:
+    """Would ``compute_inline(func, block)`` succeed? Its checks alone."""
+    try:
+        _inline_plan(func, block)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _inline_plan(func, block: str) -> tuple:
+    """compute_inline's checks; (the block, the buffer it writes, its dims)."""
     prod, _ = find_block(func, block, "compute_inline")
     b = prod.block
     buf = b.body.buffer
@@ -252,19 +297,7 @@ def compute_inline(func, block: str):
                             "its iteration variables")
     if writers(func, buf.name) != [block] or loads_of(b, buf.name):
         raise ScheduleError(f"compute_inline: {buf.name} is written by more than block {block!r}")
-
-    def inline(ld):
-        if ld.buffer.name != buf.name:
-            return None
-        return substitute(b.body.value, {iv.var.name: ld.indices[d]
-                                         for iv, d in zip(b.iter_vars, dims)})
-    out = remove_block(func, block)
-    for name in readers(out, buf.name):
-        r, _ = find_block(out, name)
-        st = r.block.body
-        new = r.block.with_(body=st.with_(value=replace_loads(st.value, inline)))
-        out = replace_block(out, name, r.with_(block=new))
-    return out.with_(alloc_buffers=tuple(x for x in out.alloc_buffers if x.name != buf.name))
+    return b, buf, dims
 
 
 def reverse_compute_inline(func, block: str):
@@ -306,4 +339,4 @@ def reverse_compute_inline(func, block: str):
 
 
 __all__ = ["compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
-           "cover_nest", "REMOVE"]
+           "can_compute_at", "can_compute_inline", "cover_nest", "REMOVE"]

@@ -74,6 +74,8 @@ def _injective(real, loops: list, limit: int = 1 << 20) -> bool:
         n *= lp.extent
     if n > limit:
         return False
+    if _distinct_keys(real, loops):
+        return True
     grids = np.meshgrid(*[np.arange(lp.extent) for lp in loops], indexing="ij") if loops else []
     env = {lp.var.name: g.ravel() for lp, g in zip(loops, grids)}
     size = n
@@ -87,6 +89,33 @@ def _injective(real, loops: list, limit: int = 1 << 20) -> bool:
     pred = np.broadcast_to(evaluate(real.predicate, env, default=0), (size,)).astype(bool)
     keys = keys[pred]
     return len(np.unique(keys)) == len(keys)
+
+
+def _distinct_keys(real, loops: list) -> bool:
+    """True when the key ``_injective`` enumerates, ``sum(binding * mult)`` over the
+    spatial variables, is provably distinct at every point of ``loops`` without listing
+    them: an affine function ``c + sum(a_j * x_j)`` of the loops with each ``|a_j|``
+    larger than the span of the smaller ones (a mixed radix). False: not proved, then
+    the points are enumerated."""
+    from ..ir.arith import linear_terms
+    coefs: dict = {}
+    mult = 1
+    names = {lp.var.name for lp in loops}
+    for iv, v in zip(real.block.iter_vars, real.iter_values):
+        if iv.kind != "S":
+            continue
+        atoms: list = []
+        linear_terms(v, mult, coefs, atoms)
+        if any(expr_vars(a) & names for _, a in atoms):   # others: constant over the loops
+            return False
+        mult *= iv.extent + 1
+    span = 0
+    for a, ext in sorted((abs(coefs.get(lp.var.name, 0)), lp.extent) for lp in loops
+                         if lp.extent > 1):
+        if a <= span:
+            return False
+        span += a * (ext - 1)
+    return True
 
 
 def _combiner(b: Block):

@@ -25,7 +25,7 @@ from . import block_prims, cache_prims, layout_prims, loop_prims, reduction_prim
 from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from .trace import Instruction, Trace
 from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_under, writers)
-from ..ir.functor import iter_nodes
+from ..ir.index import index_of
 
 
 def _atomic(method):
@@ -141,22 +141,24 @@ class Schedule:
         return rv
 
     def _commit(self, func: PrimFunc, kind: str, inputs: list, outputs: list, decision=None):
-        self.func = func
+        old, self.func = self.func, func
         if decision is not None:
             self._decisions[len(self._insts)] = decision
         self._insts.append(Instruction(kind, tuple(inputs), tuple(outputs)))
-        present_loops, present_blocks = set(), set()
-        for n in iter_nodes(func.body):
-            if isinstance(n, For):
-                present_loops.add(n.var.name)
-            elif isinstance(n, BlockRealize):
-                present_blocks.add(n.block.name)
+        if func is old:
+            return
+        # handles die with their loop or block; only names that went away can kill one
+        was, now = index_of(old), index_of(func)
+        gone_loops = was.loops.keys() - now.loops.keys()
+        gone_blocks = was.blocks.keys() - now.blocks.keys()
+        if not gone_loops and not gone_blocks:
+            return
         for rv, val in self._table.items():
-            if val is ROOT or val is INLINE:
+            if val is None or val is ROOT or val is INLINE:
                 continue
-            if isinstance(rv, LoopRV) and val not in present_loops:
+            if isinstance(rv, LoopRV) and val in gone_loops:
                 self._table[rv] = None
-            elif isinstance(rv, BlockRV) and val not in present_blocks:
+            elif isinstance(rv, BlockRV) and val in gone_blocks:
                 self._table[rv] = None
 
     # ------------------------------------------------------------ queries
@@ -427,14 +429,11 @@ class Schedule:
 
     def compute_location_options(self, block_name: str, only=None) -> list:
         """Legal locations for a block: -2 inline, -1 root, k = k-th loop of its consumer.
-        With ``only`` (a location), just that one is tried: ``[only]`` when legal."""
+        With ``only`` (a location), just that one is tried: ``[only]`` when legal. Each is
+        checked as its primitive would check it, without building the moved nest."""
         options = []
-        if only is None or only == -2:
-            try:
-                block_prims.compute_inline(self.func, block_name)
-                options.append(-2)
-            except ScheduleError:
-                pass
+        if (only is None or only == -2) and block_prims.can_compute_inline(self.func, block_name):
+            options.append(-2)
         if only is None or only == -1:
             options.append(-1)
         r, _ = find_block(self.func, block_name)
@@ -444,16 +443,13 @@ class Schedule:
             for k, lp in enumerate(loops_of(cpath)):
                 if only is not None and k != only:
                     continue
-                try:
-                    block_prims.compute_at(self.func, block_name, lp.var.name)
+                if block_prims.can_compute_at(self.func, block_name, lp.var.name):
                     options.append(k)
-                except ScheduleError:
-                    pass
         return options
 
     def sample_compute_location(self, block: BlockRV, decision=None) -> LoopRV:
         """Sample where to compute a block: ROOT, INLINE, or a loop of its consumer.
-        A given decision is checked alone (each location costs a trial compute_at)."""
+        A given decision is checked alone."""
         name = self._block(block, "sample_compute_location")
         options = None
         if isinstance(decision, int) and not isinstance(decision, bool):

@@ -7,35 +7,16 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir.expr import BufferLoad, Var
-from ..ir.functor import (REMOVE, collect_loads, expr_vars, iter_nodes, stmt_children,
-                          transform_stmt, walk_stmt)
+from ..ir.functor import (REMOVE, collect_loads, expr_vars, rebuild_stmt, stmt_children,
+                          transform_stmt)
+from ..ir.index import index_of
 from ..ir.names import FreshNames
 from ..ir.stmt import Block, BlockRealize, For, PrimFunc, SeqStmt, Stmt, seq
 
 
-def _find(stmt, match) -> tuple | None:
-    """(node, ancestors) of the first node in pre-order with ``match(node)``."""
-    path: list = []
-
-    def rec(s):
-        if match(s):
-            return s
-        kids = stmt_children(s)
-        if kids:
-            path.append(s)
-            for k in kids:
-                hit = rec(k)
-                if hit is not None:
-                    return hit
-            path.pop()
-        return None
-    hit = rec(stmt)
-    return None if hit is None else (hit, tuple(path))
-
-
 def find_loop(func: PrimFunc, name: str, prim: str = "") -> tuple:
     """(For node, ancestors outermost first) of the loop called ``name``."""
-    hit = _find(func.body, lambda s: isinstance(s, For) and s.var.name == name)
+    hit = index_of(func).loops.get(name)
     if hit is not None:
         return hit
     raise ScheduleError(f"{prim}: loop {name!r} is not in the function (it was removed or "
@@ -43,7 +24,7 @@ def find_loop(func: PrimFunc, name: str, prim: str = "") -> tuple:
 
 
 def find_block(func: PrimFunc, name: str, prim: str = "") -> tuple:
-    hit = _find(func.body, lambda s: isinstance(s, BlockRealize) and s.block.name == name)
+    hit = index_of(func).blocks.get(name)
     if hit is not None:
         return hit
     raise ScheduleError(f"{prim}: block {name!r} is not in the function; blocks are: "
@@ -51,12 +32,23 @@ def find_block(func: PrimFunc, name: str, prim: str = "") -> tuple:
 
 
 def block_names(func: PrimFunc) -> list:
-    return [n.block.name for n in iter_nodes(func.body) if isinstance(n, BlockRealize)]
+    return list(index_of(func).order)
 
 
 def realizes_under(stmt: Stmt) -> list:
-    """(BlockRealize, ancestors within ``stmt``) pairs."""
-    return [(n, p) for n, p in walk_stmt(stmt) if isinstance(n, BlockRealize)]
+    """(BlockRealize, ancestors within ``stmt``) pairs, in execution order."""
+    out = []
+    stack = [(stmt, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, BlockRealize):
+            out.append((node, path))
+            continue
+        kids = stmt_children(node)
+        if kids:
+            inner = path + (node,)
+            stack.extend((k, inner) for k in reversed(kids))
+    return out
 
 
 def loops_of(path: tuple) -> list:
@@ -64,13 +56,7 @@ def loops_of(path: tuple) -> list:
 
 
 def used_names(func: PrimFunc) -> set:
-    names = {p.name for p in func.params} | {b.name for b in func.alloc_buffers}
-    for node in iter_nodes(func.body):
-        if isinstance(node, For):
-            names.add(node.var.name)
-        elif isinstance(node, BlockRealize):
-            names.add(node.block.name)
-    return names
+    return set(index_of(func).names)
 
 
 class Namer(FreshNames):
@@ -82,11 +68,25 @@ class Namer(FreshNames):
 
 
 def replace_loop(func: PrimFunc, name: str, new: Stmt) -> PrimFunc:
-    def fn(s):
-        if isinstance(s, For) and s.var.name == name:
-            return new
-        return None
-    return func.with_(body=transform_stmt(func.body, fn))
+    hit = index_of(func).loops.get(name)
+    if hit is None:
+        return func
+    return func.with_(body=replace_at(func.body, hit[1], hit[0], new))
+
+
+def replace_at(root: Stmt, path: tuple, old: Stmt, new) -> Stmt:
+    """``root`` with node ``old`` (whose ancestors are ``path``) replaced by ``new`` (or
+    removed, with the loops it leaves empty, when ``new`` is REMOVE); only the ancestors
+    are rebuilt, every other node is shared. As ``transform_stmt`` would rewrite it."""
+    for parent in reversed(path):
+        kids = stmt_children(parent)
+        new_kids = [new if k is old else k for k in kids] if new is not REMOVE else \
+            [k for k in kids if k is not old]
+        if not new_kids:
+            old, new = parent, REMOVE
+            continue
+        old, new = parent, rebuild_stmt(parent, tuple(new_kids))
+    return new
 
 
 def map_realizes(stmt: Stmt, fn) -> Stmt:
@@ -96,17 +96,20 @@ def map_realizes(stmt: Stmt, fn) -> Stmt:
 
 
 def remove_block(func: PrimFunc, name: str) -> PrimFunc:
-    def fn(r):
-        return REMOVE if r.block.name == name else None
-    body = map_realizes(func.body, fn)
+    hit = index_of(func).blocks.get(name)
+    if hit is None:
+        return func
+    body = replace_at(func.body, hit[1], hit[0], REMOVE)
     if body is REMOVE:
         raise ScheduleError(f"removing block {name!r} would leave the function empty")
     return func.with_(body=body)
 
 
 def replace_block(func: PrimFunc, name: str, new: Stmt) -> PrimFunc:
-    return func.with_(body=map_realizes(
-        func.body, lambda r: new if r.block.name == name else None))
+    hit = index_of(func).blocks.get(name)
+    if hit is None:
+        return func
+    return func.with_(body=replace_at(func.body, hit[1], hit[0], new))
 
 
 def children(stmt: Stmt) -> list:
@@ -134,16 +137,11 @@ def body_of(func: PrimFunc, loop_name: str | None) -> Stmt:
 
 
 def writers(func: PrimFunc, buf_name: str) -> list:
-    return [r.block.name for r, _ in realizes_under(func.body)
-            if r.block.body.buffer.name == buf_name]
+    return list(index_of(func).writers.get(buf_name, ()))
 
 
 def readers(func: PrimFunc, buf_name: str) -> list:
-    out = []
-    for r, _ in realizes_under(func.body):
-        if any(b.name == buf_name for b in r.block.reads()):
-            out.append(r.block.name)
-    return out
+    return list(index_of(func).readers.get(buf_name, ()))
 
 
 def loop_role(loop_var: str, realize: BlockRealize) -> set:

@@ -14,8 +14,9 @@ import math
 
 from ..ir.expr import Add, Call, IntImm, Mul, Select, Sub, Var
 from ..ir.functor import collect_loads, expr_vars, walk_expr
+from ..ir.index import cached, index_of
 from ..ir.stmt import BlockRealize, For, SeqStmt
-from ..schedule.tree import find_block, find_loop, loops_of, readers, realizes_under
+from ..schedule.tree import find_block, find_loop, loops_of, readers
 
 # Annotation keys, spelled as in MetaSchedule so that traces read the same.
 TILING_STRUCTURE = "meta_schedule.tiling_structure"
@@ -140,15 +141,23 @@ def needs_rfactor(func, block: str, max_parallel_extent: int, max_parallel_basic
 def loop_iter_type(func, loop: str) -> str:
     """"S" if the loop binds only spatial iteration variables of the blocks beneath (or
     none), "R" if only reduction ones, "O" (opaque) if both."""
-    node, _ = find_loop(func, loop)
-    kinds = set()
-    for r, _ in realizes_under(node.body):
-        for iv, val in zip(r.block.iter_vars, r.iter_values):
-            if loop in expr_vars(val):
-                kinds.add(iv.kind)
+    find_loop(func, loop)
+    kinds = cached(func, "_iter_kinds", _iter_kinds).get(loop, ())
     if len(kinds) > 1:
         return "O"
     return "R" if kinds == {"R"} else "S"
+
+
+def _iter_kinds(func) -> dict:
+    """Loop name -> kinds of the iteration variables it binds in the blocks beneath it
+    (every loop's answer in one pass over the blocks)."""
+    out: dict = {}
+    for r, path in index_of(func).blocks.values():
+        around = {lp.var.name for lp in path if isinstance(lp, For)}
+        for iv, val in zip(r.block.iter_vars, r.iter_values):
+            for name in expr_vars(val) & around:
+                out.setdefault(name, set()).add(iv.kind)
+    return out
 
 
 def is_single_stmt(loop: For) -> bool:

@@ -24,7 +24,7 @@ from ..schedule import Schedule, Trace
 from ..schedule.sampling import perfect_tilings
 from ..schedule.tree import block_names, find_loop
 from .defaults import default_mutators, default_postprocs, default_rules
-from .replay import replay, structure, truncated, without_decisions
+from .replay import follows, replay, structure, truncated, well_formed, without_decisions
 
 _ROOT = object()  # stands for MetaSchedule's root block in the post-order walk
 
@@ -79,7 +79,8 @@ class DesignSpace:
         """The sketches (copies: changing them does not change the space)."""
         if self._sketches is None:
             self._sketches = self._generate()
-            self._structures = [structure(s.trace) for s in self._sketches]
+            self._sketch_traces = [s.trace for s in self._sketches]
+            self._structures = [structure(t) for t in self._sketch_traces]
         return [s.copy() for s in self._sketches]
 
     def add_rule(self, rule, index: int | None = None) -> "DesignSpace":
@@ -205,12 +206,16 @@ class DesignSpace:
         """Index of the sketch whose program ``trace`` follows (the longest that matches),
         or None."""
         self._sketch_list()
-        mine = structure(trace)
+        if not well_formed(trace):   # structure() raises, naming what is wrong
+            mine = structure(trace)
+            matches = [i for i, st in enumerate(self._structures)
+                       if len(mine) >= len(st) and mine[:len(st)] == st]
+        else:
+            matches = [i for i, t in enumerate(self._sketch_traces) if follows(trace, t)]
         best = None
-        for i, st in enumerate(self._structures):
-            if len(mine) >= len(st) and mine[:len(st)] == st:
-                if best is None or len(st) > len(self._structures[best]):
-                    best = i
+        for i in matches:
+            if best is None or len(self._structures[i]) > len(self._structures[best]):
+                best = i
         return best
 
     def apply(self, trace: Trace, seed: int = 0):

@@ -3,6 +3,7 @@ design part of a trace from what postprocessors appended."""
 from __future__ import annotations
 
 from ..schedule import Instruction, Trace
+from ..schedule.rv import INLINE, ROOT, RV
 from ..schedule.trace import replay  # noqa: F401 (the space's modules import it from here)
 
 
@@ -38,3 +39,59 @@ def producers_of(trace: Trace) -> dict:
         for o in ins.outputs:
             out[o] = idx
     return out
+
+
+def well_formed(trace: Trace) -> bool:
+    """Every handle an instruction uses is defined by an earlier one and no string input
+    starts with ``$``: what ``structure`` needs (it raises TraceError otherwise)."""
+    defined: set = set()
+    for ins in trace.insts:
+        if not _inputs_ok(ins.inputs, defined) or any(o in defined for o in ins.outputs):
+            return False
+        defined.update(ins.outputs)
+    return True
+
+
+def _inputs_ok(xs, defined) -> bool:
+    for x in xs:
+        if isinstance(x, RV):
+            if x not in defined and x is not ROOT and x is not INLINE:
+                return False
+        elif isinstance(x, (list, tuple)):
+            if not _inputs_ok(x, defined):
+                return False
+        elif isinstance(x, str) and x.startswith("$"):
+            return False
+    return True
+
+
+def follows(trace: Trace, prefix: Trace) -> bool:
+    """Does ``trace`` begin with ``prefix``'s instructions, handles matched by the order
+    they are defined in? For well-formed traces the same answer as comparing
+    ``structure(trace)[:n]`` with ``structure(prefix)``, without encoding either."""
+    if len(trace.insts) < len(prefix.insts):
+        return False
+    env: dict = {}
+    for a, b in zip(trace.insts, prefix.insts):
+        if (a.kind != b.kind or len(a.inputs) != len(b.inputs)
+                or len(a.outputs) != len(b.outputs)
+                or not all(_same(x, y, env) for x, y in zip(a.inputs, b.inputs))):
+            return False
+        for o, p in zip(a.outputs, b.outputs):
+            if o.prefix != p.prefix:
+                return False
+            env[o] = p
+    return True
+
+
+def _same(x, y, env) -> bool:
+    """Equal as ``structure`` encodes them: ROOT and INLINE by identity, other handles by
+    where they were defined, lists and tuples alike, anything else by ``==``."""
+    if isinstance(x, RV) or isinstance(y, RV):
+        if x is ROOT or x is INLINE or y is ROOT or y is INLINE:
+            return x is y
+        return isinstance(x, RV) and env.get(x) is y
+    if isinstance(x, (list, tuple)) or isinstance(y, (list, tuple)):
+        return (isinstance(x, (list, tuple)) and isinstance(y, (list, tuple))
+                and len(x) == len(y) and all(_same(a, b, env) for a, b in zip(x, y)))
+    return x == y
