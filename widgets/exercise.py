@@ -68,9 +68,9 @@ def verdict_of(result, goal: float, hints: tuple = ()) -> Verdict:
     frac = result.gflops / np_gflops if np_gflops else None
     if frac is None:
         return Verdict(False, goal, None, result.gflops, None,
-                       f"correct, {result.gflops:.1f} GFLOP/s, but numpy could not be timed "
+                       f"correct, {result.gflops:.3g} GFLOP/s, but numpy could not be timed "
                        "for comparison", tuple(hints))
-    speed = (f"correct; {result.gflops:.1f} GFLOP/s against numpy's {np_gflops:.1f} (its "
+    speed = (f"correct; {result.gflops:.3g} GFLOP/s against numpy's {np_gflops:.3g} (its "
              f"best run): "
              f"{100 * frac:.0f}% of numpy")
     if frac >= goal:
