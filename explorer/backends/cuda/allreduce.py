@@ -13,7 +13,10 @@ reduction's init store sat in the nest at its first iteration.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from ...errors import BuildError
 from ...ir.arith import simplify
@@ -23,7 +26,7 @@ from ...ir.functor import collect_loads, expr_vars, substitute, walk_stmt
 from ...ir.stmt import BufferStore, For, IfThenElse
 from ...schedule.loop_prims import CROSS_THREAD_REDUCTION
 from ..barriers import THREAD_TAGS
-from .cexpr import cname
+from .cexpr import RawName, cname, ctype, subst_all
 
 COMBINERS = (Add, Mul, Max, Min)
 
@@ -188,3 +191,119 @@ def final_value(acc: Accumulator, total: Expr) -> Expr:
         return with_init
     from ...ir.expr import Select
     return Select(acc.init_cond, with_init, acc.combine(current, total))
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+class AllreduceEmitter:
+    """Mixed into the kernel generator (``codegen._KernelGen``): a reduction nest, then
+    the threads combining their partials, then the final write."""
+
+    def _reduction(self, red) -> None:
+        loop = red.loop
+        if not self.uniform:
+            raise BuildError(
+                f"cross-thread reduction over loop {loop.var.name!r} ({loop.thread}) sits under "
+                "a condition that depends on the thread, but every thread of the block must "
+                "take part in combining the partial results: move the guard inside the "
+                "reduction loop or bind the guarded loop to blockIdx")
+        self.open(f"{{  // cross-thread reduction over {loop.var.name} ({loop.thread}, "
+                  f"{self.launch.extents[loop.thread]} threads)")
+        for acc in red.accs:
+            self.line(f"{ctype(acc.buffer.dtype)} {acc.partial} = {self.cx(acc.identity())};")
+        self.red = {a.buffer.name: a for a in red.accs}
+        self.red_init = red.init_ids
+        self.stmt_plain(red.root)
+        self.red, self.red_init = {}, set()
+        tid = self._linear_tid()
+        self.line(f"const int red_tid = {tid};")
+        for acc in red.accs:
+            self._combine_threads(acc, loop.thread)
+        tag = loop.thread
+        for acc in red.accs:
+            total = RawName(acc.partial, acc.buffer.dtype)
+            store = f"{self.access(acc.buffer, subst_all(acc.indices, self.subst))} = " \
+                    f"{self.e(final_value(acc, total))};"
+            conds = [] if acc.buffer.scope == "local" else [f"{tag} == 0"]
+            guard = simplify(substitute(acc.guard, self.subst), self.ranges)
+            if not is_const(guard, 1):
+                conds.append(self.cx.wrap(guard, 6))      # && binds tighter than ||
+            if conds:
+                self.open(f"if ({' && '.join(conds)}) {{")
+                self.line(store)
+                self.close()
+            else:
+                self.line(store)
+        self.close()
+
+    def stmt_plain(self, s) -> None:
+        """``stmt`` without starting a reduction at ``s`` (its nest is being emitted)."""
+        if isinstance(s, For):
+            self._for(s)
+        else:
+            self.stmt(s)
+
+    def _linear_tid(self) -> str:
+        bx, by, _ = self.launch.block
+        parts = ["threadIdx.x"]
+        if self.launch.extents.get("threadIdx.y", 1) > 1:
+            parts.append(f"{bx} * threadIdx.y")
+        if self.launch.extents.get("threadIdx.z", 1) > 1:
+            parts.append(f"{bx * by} * threadIdx.z")
+        return " + ".join(parts)
+
+    def _op(self, acc, a: str, b: str) -> str:
+        dt = acc.buffer.dtype
+        return self.cx(acc.combine(RawName(a, dt), RawName(b, dt)))
+
+    def _combine_threads(self, acc, tag: str) -> None:
+        n = self.launch.extents[tag]
+        if n == 1:
+            return
+        p, ct = acc.partial, ctype(acc.buffer.dtype)
+        threads = math.prod(self.launch.block)
+        if tag == "threadIdx.x" and _pow2(n) and n <= 32:
+            mask = "0xffffffffu" if n == 32 else \
+                f"({hex((1 << n) - 1)}u << (red_tid & {32 - n}))"
+            self.line(f"const unsigned {p}_mask = {mask};  // this thread's group of {n} lanes")
+            self._shuffle(acc, f"{p}_mask", n // 2)
+        elif tag == "threadIdx.x" and _pow2(n):
+            per = n // 32
+            self._shuffle(acc, "0xffffffffu", 16)
+            self.line(f"__shared__ {ct} {p}_warp[{threads // 32}];")
+            self.line(f"if ((red_tid & 31) == 0) {p}_warp[red_tid >> 5] = {p};")
+            self.line("__syncthreads();")
+            self.line(f"{p} = {p}_warp[red_tid / {n} * {per}];")
+            self.line("#pragma unroll")
+            self.line(f"for (int w = 1; w < {per}; ++w) "
+                      f"{p} = {self._op(acc, p, f'{p}_warp[red_tid / {n} * {per} + w]')};")
+            self.line("__syncthreads();")
+            self.static_bytes += threads // 32 * np.dtype(acc.buffer.dtype).itemsize
+        else:
+            stride = {"threadIdx.x": 1, "threadIdx.y": self.launch.block[0],
+                      "threadIdx.z": self.launch.block[0] * self.launch.block[1]}[tag]
+            top = 1 << (n - 1).bit_length()
+            self.line(f"__shared__ {ct} {p}_buf[{threads}];")
+            self.line(f"{p}_buf[red_tid] = {p};")
+            self.line("__syncthreads();")
+            self.line("#pragma unroll")
+            self.open(f"for (int off = {top // 2}; off > 0; off >>= 1) {{")
+            self.open(f"if ({tag} < off && {tag} + off < {n}) {{")
+            far = f"{p}_buf[red_tid + off" + (f" * {stride}]" if stride > 1 else "]")
+            self.line(f"{p}_buf[red_tid] = {self._op(acc, f'{p}_buf[red_tid]', far)};")
+            self.close()
+            self.line("__syncthreads();")
+            self.close()
+            self.line(f"{p} = {p}_buf[red_tid - {tag}" + (f" * {stride}];" if stride > 1 else "];"))
+            self.line("__syncthreads();")
+            self.static_bytes += threads * np.dtype(acc.buffer.dtype).itemsize
+
+    def _shuffle(self, acc, mask: str, start: int) -> None:
+        p = acc.partial
+        self.line("#pragma unroll")
+        self.line(f"for (int off = {start}; off > 0; off >>= 1) "
+                  f"{p} = {self._op(acc, p, f'__shfl_xor_sync({mask}, {p}, off)')};")
+
+

@@ -65,6 +65,12 @@ def cname(name: str) -> str:
     return fixed.lstrip("_") + "_" if fixed.startswith("__") else fixed + "_"
 
 
+def subst_all(indices: tuple, mapping: dict) -> tuple:
+    """``substitute`` on each index."""
+    from ...ir.functor import substitute
+    return tuple(substitute(i, mapping) for i in indices) if mapping else tuple(indices)
+
+
 class RawName(Var):
     """A name the generator made (``A_v0.x``, a partial result): printed as it is."""
 

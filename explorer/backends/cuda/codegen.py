@@ -26,15 +26,14 @@ import numpy as np
 
 from ...errors import BuildError
 from ...ir.arith import simplify
-from ...ir.expr import (BufferLoad, Expr, IntImm, Select, Var, FLOAT_DTYPES, And, Or, const,
-                        is_const)
-from ...ir.functor import collect_loads, expr_vars, iter_nodes, replace_loads, substitute
+from ...ir.expr import BufferLoad, Expr, IntImm, const, is_const
+from ...ir.functor import collect_loads, expr_vars, iter_nodes, substitute
 from ...ir.stmt import Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt
 from ...schedule.loop_prims import CUDA_MAX_BLOCK_DIM
 from ..barriers import BLOCK_TAGS, THREAD_TAGS, barrier_points, is_thread_loop
-from .allreduce import final_value, plan_reductions
-from .cexpr import HELPERS, CExpr, RawName, cname, ctype
-from .lanes import flat_split, multiple_of, uniform_cond
+from .allreduce import AllreduceEmitter, plan_reductions
+from .cexpr import HELPERS, CExpr, cname, ctype, subst_all
+from .vector import VectorEmitter
 from .module import BufferSpec, CudaModule, KernelLaunch
 
 STATIC_SHARED_LIMIT = 48 * 1024       # what a kernel gets without opting in
@@ -100,11 +99,7 @@ def _host_scratch(func: PrimFunc) -> list:
     return out
 
 
-def _pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-class _KernelGen:
+class _KernelGen(VectorEmitter, AllreduceEmitter):
     """Emits one launch's ``__global__`` function."""
 
     def __init__(self, func: PrimFunc, launch, number: int, plan, target, globals_: list):
@@ -248,7 +243,7 @@ class _KernelGen:
 
     def _load(self, ld: BufferLoad) -> str:
         acc = self.red.get(ld.buffer.name)
-        if acc is not None and ld.indices == _subst_all(acc.indices, self.subst):
+        if acc is not None and ld.indices == subst_all(acc.indices, self.subst):
             return acc.partial
         return self.access(ld.buffer, ld.indices)
 
@@ -295,7 +290,7 @@ class _KernelGen:
             else:
                 self.line(f"{acc.partial} = {self.e(s.value)};")
             return
-        self.line(f"{self.access(s.buffer, _subst_all(s.indices, self.subst))} = "
+        self.line(f"{self.access(s.buffer, subst_all(s.indices, self.subst))} = "
                   f"{self.e(s.value)};")
 
     def _if(self, s: IfThenElse) -> None:
@@ -387,237 +382,6 @@ class _KernelGen:
             self.close()
         self.uniform = saved
         del self.ranges[v]
-
-    # ----------------------------------------------------------- vector accesses
-    def _vector(self, loop: For) -> bool:
-        body, cond = loop.body, None
-        if isinstance(body, IfThenElse) and body.else_case is None:
-            body, cond = body.then_case, body.cond
-        if not isinstance(body, BufferStore) or body.buffer.dtype not in ("float32", "int32"):
-            return False
-        if self.red:
-            return False
-        for w in (4, 2):
-            if loop.extent % w == 0 and self._try_vector(loop, body, cond, w):
-                return True
-        return False
-
-    def _try_vector(self, loop: For, store: BufferStore, cond, w: int) -> bool:
-        v, lane = loop.var.name, f"{loop.var.name}_lane"
-        chunk = f"{v}_c" if loop.extent > w else None
-        to_lane = dict(self.subst)
-        to_lane[v] = Var(lane) if chunk is None else Var(chunk) * w + Var(lane)
-        ranges = dict(self.ranges)
-        if chunk:
-            ranges[chunk] = (0, loop.extent // w - 1)
-        sub = lambda x: substitute(x, to_lane)          # noqa: E731
-        if cond is not None and not uniform_cond(sub(cond), lane, w):
-            return False
-
-        def vectorizable(buf, indices) -> bool:
-            if buf.scope == "local" or buf.dtype != store.buffer.dtype:
-                return False
-            if any(collect_loads(i) for i in indices):
-                return False
-            got = flat_split(buf.shape, tuple(sub(i) for i in indices), lane, w)
-            return got is not None and got[1] == 1 and multiple_of(got[0], w)
-
-        value = sub(store.value)
-        st_idx = tuple(sub(i) for i in store.indices)
-        vec_loads = []
-        for ld in _eager_loads(value):
-            if ld.buffer == store.buffer and ld.indices != st_idx:
-                return False
-            if vectorizable(ld.buffer, ld.indices) and ld not in vec_loads:
-                vec_loads.append(ld)
-        vec_store = vectorizable(store.buffer, store.indices)
-        if any(ld.buffer == store.buffer for ld in collect_loads(value)) and not vec_store:
-            return False
-        if not vec_store and not vec_loads:
-            return False
-        self._emit_vector(loop, chunk, lane, w, cond, store, value, st_idx, vec_loads,
-                          vec_store, ranges, sub)
-        return True
-
-    def _emit_vector(self, loop, chunk, lane, w, cond, store, value, st_idx, vec_loads,
-                     vec_store, ranges, sub) -> None:
-        saved_ranges = dict(self.ranges)
-        self.ranges.update(ranges)
-        vt = f"{ctype(store.buffer.dtype)}{w}"
-        at0 = {lane: IntImm(0)}
-
-        def addr(buf, indices):
-            return "&" + self.access(buf, tuple(substitute(i, at0) for i in indices))
-        opened = 0
-        self.line(f"// {loop.var.name}: {loop.extent} lanes as {vt}")
-        if chunk:
-            self.line("#pragma unroll")
-            c = cname(chunk)
-            self.open(f"for (int {c} = 0; {c} < {loop.extent // w}; ++{c}) {{")
-            opened += 1
-        if cond is not None:
-            self.open(f"if ({self.cx(simplify(substitute(sub(cond), at0), self.ranges))}) {{")
-            opened += 1
-        copy = vec_store and len(vec_loads) == 1 and value == vec_loads[0]
-        if not opened and not copy:
-            self.open("{")          # a scope for the vector temporaries
-            opened += 1
-        names = {}
-        if copy:
-            ld = vec_loads[0]
-            self.line(f"*({vt}*){addr(store.buffer, st_idx)} = "
-                      f"*(const {vt}*){addr(ld.buffer, ld.indices)};")
-        else:
-            for k, ld in enumerate(vec_loads):
-                names[ld] = f"{cname(ld.buffer.name)}_v{k}"
-                self.line(f"const {vt} {names[ld]} = *(const {vt}*){addr(ld.buffer, ld.indices)};")
-            lanes = [self._lane_value(value, names, lane, j) for j in range(w)]
-            if vec_store:
-                out = f"{cname(store.buffer.name)}_out"
-                self.line(f"{vt} {out};")
-                for j, text in enumerate(lanes):
-                    self.line(f"{out}.{_COMPONENTS[j]} = {text};")
-                self.line(f"*({vt}*){addr(store.buffer, st_idx)} = {out};")
-            else:
-                for j, text in enumerate(lanes):
-                    idx = tuple(substitute(i, {lane: IntImm(j)}) for i in st_idx)
-                    self.line(f"{self.access(store.buffer, idx)} = {text};")
-        for _ in range(opened):
-            self.close()
-        self.ranges.clear()
-        self.ranges.update(saved_ranges)
-
-    def _lane_value(self, value: Expr, names: dict, lane: str, j: int) -> str:
-        comp = _COMPONENTS[j]
-        picked = replace_loads(value, lambda ld: RawName(f"{names[ld]}.{comp}", ld.dtype)
-                               if ld in names else None)
-        return self.cx(substitute(picked, {lane: IntImm(j)}))
-
-    # ----------------------------------------------------------- reductions
-    def _reduction(self, red) -> None:
-        loop = red.loop
-        if not self.uniform:
-            raise BuildError(
-                f"cross-thread reduction over loop {loop.var.name!r} ({loop.thread}) sits under "
-                "a condition that depends on the thread, but every thread of the block must "
-                "take part in combining the partial results: move the guard inside the "
-                "reduction loop or bind the guarded loop to blockIdx")
-        self.open(f"{{  // cross-thread reduction over {loop.var.name} ({loop.thread}, "
-                  f"{self.launch.extents[loop.thread]} threads)")
-        for acc in red.accs:
-            self.line(f"{ctype(acc.buffer.dtype)} {acc.partial} = {self.cx(acc.identity())};")
-        self.red = {a.buffer.name: a for a in red.accs}
-        self.red_init = red.init_ids
-        self.stmt_plain(red.root)
-        self.red, self.red_init = {}, set()
-        tid = self._linear_tid()
-        self.line(f"const int red_tid = {tid};")
-        for acc in red.accs:
-            self._combine_threads(acc, loop.thread)
-        tag = loop.thread
-        for acc in red.accs:
-            total = RawName(acc.partial, acc.buffer.dtype)
-            store = f"{self.access(acc.buffer, _subst_all(acc.indices, self.subst))} = " \
-                    f"{self.e(final_value(acc, total))};"
-            conds = [] if acc.buffer.scope == "local" else [f"{tag} == 0"]
-            guard = simplify(substitute(acc.guard, self.subst), self.ranges)
-            if not is_const(guard, 1):
-                conds.append(self.cx.wrap(guard, 6))      # && binds tighter than ||
-            if conds:
-                self.open(f"if ({' && '.join(conds)}) {{")
-                self.line(store)
-                self.close()
-            else:
-                self.line(store)
-        self.close()
-
-    def stmt_plain(self, s) -> None:
-        """``stmt`` without starting a reduction at ``s`` (its nest is being emitted)."""
-        if isinstance(s, For):
-            self._for(s)
-        else:
-            self.stmt(s)
-
-    def _linear_tid(self) -> str:
-        bx, by, _ = self.launch.block
-        parts = ["threadIdx.x"]
-        if self.launch.extents.get("threadIdx.y", 1) > 1:
-            parts.append(f"{bx} * threadIdx.y")
-        if self.launch.extents.get("threadIdx.z", 1) > 1:
-            parts.append(f"{bx * by} * threadIdx.z")
-        return " + ".join(parts)
-
-    def _op(self, acc, a: str, b: str) -> str:
-        dt = acc.buffer.dtype
-        return self.cx(acc.combine(RawName(a, dt), RawName(b, dt)))
-
-    def _combine_threads(self, acc, tag: str) -> None:
-        n = self.launch.extents[tag]
-        if n == 1:
-            return
-        p, ct = acc.partial, ctype(acc.buffer.dtype)
-        threads = math.prod(self.launch.block)
-        if tag == "threadIdx.x" and _pow2(n) and n <= 32:
-            mask = "0xffffffffu" if n == 32 else \
-                f"({hex((1 << n) - 1)}u << (red_tid & {32 - n}))"
-            self.line(f"const unsigned {p}_mask = {mask};  // this thread's group of {n} lanes")
-            self._shuffle(acc, f"{p}_mask", n // 2)
-        elif tag == "threadIdx.x" and _pow2(n):
-            per = n // 32
-            self._shuffle(acc, "0xffffffffu", 16)
-            self.line(f"__shared__ {ct} {p}_warp[{threads // 32}];")
-            self.line(f"if ((red_tid & 31) == 0) {p}_warp[red_tid >> 5] = {p};")
-            self.line("__syncthreads();")
-            self.line(f"{p} = {p}_warp[red_tid / {n} * {per}];")
-            self.line("#pragma unroll")
-            self.line(f"for (int w = 1; w < {per}; ++w) "
-                      f"{p} = {self._op(acc, p, f'{p}_warp[red_tid / {n} * {per} + w]')};")
-            self.line("__syncthreads();")
-            self.static_bytes += threads // 32 * np.dtype(acc.buffer.dtype).itemsize
-        else:
-            stride = {"threadIdx.x": 1, "threadIdx.y": self.launch.block[0],
-                      "threadIdx.z": self.launch.block[0] * self.launch.block[1]}[tag]
-            top = 1 << (n - 1).bit_length()
-            self.line(f"__shared__ {ct} {p}_buf[{threads}];")
-            self.line(f"{p}_buf[red_tid] = {p};")
-            self.line("__syncthreads();")
-            self.line("#pragma unroll")
-            self.open(f"for (int off = {top // 2}; off > 0; off >>= 1) {{")
-            self.open(f"if ({tag} < off && {tag} + off < {n}) {{")
-            far = f"{p}_buf[red_tid + off" + (f" * {stride}]" if stride > 1 else "]")
-            self.line(f"{p}_buf[red_tid] = {self._op(acc, f'{p}_buf[red_tid]', far)};")
-            self.close()
-            self.line("__syncthreads();")
-            self.close()
-            self.line(f"{p} = {p}_buf[red_tid - {tag}" + (f" * {stride}];" if stride > 1 else "];"))
-            self.line("__syncthreads();")
-            self.static_bytes += threads * np.dtype(acc.buffer.dtype).itemsize
-
-    def _shuffle(self, acc, mask: str, start: int) -> None:
-        p = acc.partial
-        self.line("#pragma unroll")
-        self.line(f"for (int off = {start}; off > 0; off >>= 1) "
-                  f"{p} = {self._op(acc, p, f'__shfl_xor_sync({mask}, {p}, off)')};")
-
-
-def _subst_all(indices: tuple, mapping: dict) -> tuple:
-    return tuple(substitute(i, mapping) for i in indices) if mapping else tuple(indices)
-
-
-def _eager_loads(e: Expr) -> list:
-    """Loads evaluated whatever the data (not under a select's branch or the right side
-    of ``&&``/``||``): the ones a vector load may fetch ahead."""
-    if isinstance(e, BufferLoad):
-        return [e]
-    if isinstance(e, Select):
-        return _eager_loads(e.cond)
-    if isinstance(e, (And, Or)):
-        return _eager_loads(e.a)
-    from ...ir.functor import expr_children
-    out = []
-    for k in expr_children(e):
-        out += _eager_loads(k)
-    return out
 
 
 def _nbytes(buf) -> int:
