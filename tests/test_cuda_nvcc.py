@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import cuda_kernels as K
-from explorer.backends.cuda import nvcc
+from explorer.backends.cuda import nvcc, nvrtc
 from explorer.backends.cuda.module import CudaModule, KernelLaunch
 from explorer.backends.cuda.resources import Resources, check_resources, parse_ptxas
 from explorer.errors import BuildError
@@ -17,6 +17,8 @@ LOGS = Path(__file__).parent / "data" / "ptxas"
 HAVE_NVCC = nvcc.find_nvcc() is not None
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc (the CUDA toolkit) is not installed "
                                 "in $CUDA_HOME/bin, /usr/local/cuda/bin or on PATH")
+needs_nvrtc = pytest.mark.skipif(nvrtc.find_nvrtc() is None, reason="no libnvrtc here (the CUDA "
+                                 "toolkit's lib64, or pip install nvidia-cuda-nvrtc)")
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +160,33 @@ def test_a_kernel_ptxas_did_not_report_is_a_generator_bug():
         check_resources(module, {"scale_add_k1": Resources(8)}, Target("cuda"))
 
 
+# -- NVRTC where there is no nvcc ---------------------------------------------------------------
+
+@needs_nvrtc
+def test_nvrtc_compiles_where_nvcc_is_missing(monkeypatch, cache):
+    module = K.scale_add_module()
+    by_nvcc = nvcc.compile_cubin(module.source, "sm_90", cache=cache) if HAVE_NVCC else None
+    monkeypatch.setattr(nvcc, "find_nvcc", lambda: None)
+    out = nvcc.compile_cubin(module.source, "sm_90", cache=False)
+    assert out.nvcc_version.startswith("NVRTC ") and out.cubin[:4] == b"\x7fELF"
+    assert out.resources["scale_add_k0"].static_shared_bytes == K.THREADS * 4
+    assert out.resources["scale_add_k1"].registers > 0
+    check_resources(module, out, Target("cuda -arch=sm_90"))
+    if by_nvcc is not None and by_nvcc.nvcc_version[1:3] == out.nvcc_version[6:8]:
+        assert out.resources == by_nvcc.resources          # one release: the same ptxas
+
+
+@needs_nvrtc
+def test_nvrtc_errors_are_said_like_nvcc_ones(monkeypatch):
+    monkeypatch.setattr(nvcc, "find_nvcc", lambda: None)
+    src = 'extern "C" __global__ void bad_k0(float* C) {\n  C[threadIdx.x] = undefined_thing;\n}\n'
+    with pytest.raises(BuildError, match=r"NVRTC could not compile the CUDA source for sm_80:\n"
+                       r'kernel.cu\(2\): error: identifier "undefined_thing" is undefined'):
+        nvcc.compile_cubin(src, "sm_80", cache=False)
+    with pytest.raises(BuildError, match=r"kernel 'big_k0' declares 65536 bytes of static "):
+        nvcc.compile_cubin(K.BIG_STATIC, "sm_80", cache=False)
+
+
 # -- what is said when something is missing or wrong ---------------------------------------
 
 def test_missing_nvcc_says_what_still_works(monkeypatch, tmp_path):
@@ -165,10 +194,12 @@ def test_missing_nvcc_says_what_still_works(monkeypatch, tmp_path):
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(nvcc, "STANDARD_ROOT", str(tmp_path / "no-cuda"))
+    monkeypatch.setattr(nvrtc, "find_nvrtc", lambda: None)
     assert nvcc.find_nvcc() is None
     with pytest.raises(BuildError, match=r"nvcc \(the CUDA toolkit's compiler\) was not found "
-                       r"in \$CUDA_HOME/bin, /usr/local/cuda/bin or on PATH.*Code generation "
-                       r"\(the CUDA source\), host emulation and the interpreter still work"):
+                       r"in \$CUDA_HOME/bin, /usr/local/cuda/bin or on PATH, nor NVRTC .*Code "
+                       r"generation \(the CUDA source\), host emulation and the interpreter "
+                       "still work"):
         nvcc.compile_cubin(K.SCALE_ADD, "sm_90", cache=False)
 
 

@@ -7,8 +7,9 @@ the device could not run, before anyone measures it. Cubins are cached by the
 sha256 of (source, arch, options, nvcc version) under ``$XDG_CACHE_HOME`` (or
 ``~/.cache``) ``/schedule-explorer/cubin``, written atomically, so the same
 candidate is compiled once per machine. nvcc is looked for in ``$CUDA_HOME/bin``,
-``/usr/local/cuda/bin``, then ``PATH``; without it, code generation and emulation
-still work and only these checks say what is missing.
+``/usr/local/cuda/bin``, then ``PATH``; without it NVRTC compiles where a libnvrtc
+is there (``nvrtc.py``: the same cubins, the same ptxas report); without either,
+code generation and emulation still work and only these checks say what is missing.
 """
 from __future__ import annotations
 
@@ -63,12 +64,29 @@ def require_nvcc() -> str:
     """Path of nvcc, or a BuildError saying what is missing and what still works."""
     nvcc = find_nvcc()
     if nvcc is None:
-        raise BuildError("nvcc (the CUDA toolkit's compiler) was not found in $CUDA_HOME/bin, "
-                         "/usr/local/cuda/bin or on PATH, so CUDA kernels cannot be compiled "
-                         "or checked against the device's limits here: install the CUDA "
-                         "toolkit or set CUDA_HOME. Code generation (the CUDA source), host "
-                         "emulation and the interpreter still work without it.")
+        raise BuildError(_MISSING)
     return nvcc
+
+
+_MISSING = ("nvcc (the CUDA toolkit's compiler) was not found in $CUDA_HOME/bin, "
+            "/usr/local/cuda/bin or on PATH, nor NVRTC (libnvrtc, the runtime compiler: pip "
+            "install nvidia-cuda-nvrtc), so CUDA kernels cannot be compiled or checked "
+            "against the device's limits here: install the CUDA toolkit or set CUDA_HOME. "
+            "Code generation (the CUDA source), host emulation and the interpreter still "
+            "work without it.")
+
+
+def _compiler(nvcc: str | None) -> tuple:
+    """(version, compile(source, arch, options, timeout) -> (cubin, log)) of nvcc, or of
+    NVRTC where there is no nvcc; BuildError when there is neither."""
+    nvcc = nvcc or find_nvcc()
+    if nvcc is not None:
+        return nvcc_version(nvcc), functools.partial(_run_nvcc, nvcc)
+    from . import nvrtc
+    lib = nvrtc.find_nvrtc()
+    if lib is None:
+        raise BuildError(_MISSING)
+    return nvrtc.nvrtc_version(lib), functools.partial(nvrtc.compile_nvrtc, lib)
 
 
 @functools.lru_cache(maxsize=8)
@@ -107,13 +125,12 @@ def check_arch(arch) -> str:
 def compile_cubin(source: str, arch="sm_90", *, options=(), timeout: float = DEFAULT_TIMEOUT,
                   cache: bool | str | Path = True, nvcc: str | None = None) -> Compiled:
     """Compile ``source`` (CUDA C) for ``arch`` to a cubin and read back each kernel's
-    Resources. ``cache``: True for ``cache_dir()``, a folder, or False for none.
-    BuildError with nvcc's first error lines when it fails or takes over ``timeout``
-    seconds."""
+    Resources, with nvcc (``nvcc``: its path; found when None) or, where there is none,
+    NVRTC. ``cache``: True for ``cache_dir()``, a folder, or False for none. BuildError
+    with the compiler's first error lines when it fails or takes over ``timeout`` seconds."""
     t0 = time.perf_counter()
     arch = check_arch(arch)
-    nvcc = nvcc or require_nvcc()
-    version = nvcc_version(nvcc)
+    version, run = _compiler(nvcc)
     options = tuple(options)
     folder = (cache_dir() if cache is True else Path(cache)) if cache else None
     key = _key(source, arch, options, version)
@@ -122,7 +139,7 @@ def compile_cubin(source: str, arch="sm_90", *, options=(), timeout: float = DEF
         cubin, log = hit
         return Compiled(cubin, arch, parse_ptxas(log), log, version, True,
                         time.perf_counter() - t0)
-    cubin, log = _run_nvcc(nvcc, source, arch, options, timeout)
+    cubin, log = run(source, arch, options, timeout)
     if folder:
         _write_cache(folder, key, cubin, log)
     return Compiled(cubin, arch, parse_ptxas(log), log, version, False, time.perf_counter() - t0)

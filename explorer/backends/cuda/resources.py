@@ -83,11 +83,18 @@ def _resources(frame: tuple, registers: int, rest: str) -> Resources:
 
 
 def too_much_shared(log: str) -> str | None:
-    """A readable message for ptxas's "uses too much shared data" error, or None."""
+    """A readable message for a compile that failed on static shared memory over 48 KiB
+    (ptxas's "uses too much shared data" error; NVRTC leaves that line out of its log,
+    so the reported ``smem`` is looked at too), or None."""
     m = _TOO_MUCH_SHARED.search(log)
-    if m is None:
-        return None
-    name, used, limit = m.group(1), int(m.group(2), 16), int(m.group(3), 16)
+    if m is not None:
+        name, used, limit = m.group(1), int(m.group(2), 16), int(m.group(3), 16)
+    else:
+        over = [(n, r.static_shared_bytes) for n, r in parse_ptxas(log).items()
+                if r.static_shared_bytes > STATIC_SHARED_LIMIT]
+        if not over:
+            return None
+        (name, used), limit = over[0], STATIC_SHARED_LIMIT
     return (f"kernel {name!r} declares {used} bytes of static shared memory; a block may "
             f"declare at most {limit} bytes ({limit >> 10} KiB) statically: give it less, "
             "or declare the rest as dynamic shared memory")
