@@ -3,8 +3,8 @@ pycuda first): environment, correctness, tuning, and a table against cuBLAS/cuDN
 
 1. environment: the driver and its CUDA version, the device, nvcc, PyTorch, CuPy;
 2. correctness: hand-written kernels that follow the code generator's contract
-   (``tests/cuda_kernels.py``) compiled with nvcc, or loaded from the cubins prepared
-   with ``--make-cubins`` when there is no nvcc, run with ``explorer.backends.cuda.runtime``
+   (``tests/cuda_kernels.py``) compiled with nvcc (or NVRTC), or loaded from the cubins
+   prepared with ``--make-cubins`` when there is neither, run with ``explorer.backends.cuda.runtime``
    and compared with numpy; the CUDA tests (``tests/test_cuda_*.py``, their ``gpu`` ones
    included) when pytest is installed; schedules sampled from the cuda design space,
    built with ``build(sch, "cuda")`` and checked, when the code generator is there;
@@ -61,7 +61,7 @@ def make_cubins(folder: Path) -> None:
 # -- 1. environment ------------------------------------------------------------------------
 
 def environment() -> dict:
-    from explorer.backends.cuda import nvcc, runtime
+    from explorer.backends.cuda import runtime
     env: dict = {"python": sys.version.split()[0]}
     drv = runtime.driver()
     import pycuda
@@ -73,8 +73,7 @@ def environment() -> dict:
     env["arch"] = runtime.device_arch()
     env["sm_count"] = dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
     env["memory_gib"] = round(dev.total_memory() / 2 ** 30, 1)
-    path = nvcc.find_nvcc()
-    env["nvcc"] = f"{path} ({nvcc.nvcc_version(path)})" if path else None
+    env["compiler"] = compiler()
     for mod in ("torch", "cupy"):
         spec = importlib.util.find_spec(mod)
         env[mod] = __import__(mod).__version__ if spec else None
@@ -85,7 +84,17 @@ def environment() -> dict:
 
 # -- 2. correctness --------------------------------------------------------------------------
 
-def hand_written(arch: str, cubins: Path) -> list:
+def compiler() -> str | None:
+    """What compiles kernels here: nvcc, else NVRTC, else None."""
+    from explorer.backends.cuda import nvcc, nvrtc
+    path = nvcc.find_nvcc()
+    if path:
+        return f"nvcc {nvcc.nvcc_version(path)} ({path})"
+    lib = nvrtc.find_nvrtc()
+    return f"{nvrtc.nvrtc_version(lib)} ({lib})" if lib else None
+
+
+def hand_written(arch: str, cubins: Path, can_compile: bool) -> list:
     from explorer.backends.cuda import nvcc, runtime
     from explorer.backends.cuda.resources import check_resources
     from explorer.target import Target
@@ -94,11 +103,11 @@ def hand_written(arch: str, cubins: Path) -> list:
     for module, ref in check_modules():
         name = f"hand-written {module.func_name}"
         try:
-            if nvcc.find_nvcc():
+            if can_compile:
                 compiled = nvcc.compile_cubin(module.source, arch)
                 if arch in ARCHS:
                     check_resources(module, compiled, Target(f"cuda -arch={arch}"))
-                cubin, how = compiled.cubin, "nvcc"
+                cubin, how = compiled.cubin, compiled.nvcc_version
             else:
                 cubin, how = (cubins / f"{module.func_name}.{arch}.cubin").read_bytes(), "cubin"
         except Exception as e:      # report every failure and go on
@@ -321,7 +330,8 @@ def main() -> int:
         return 1
     arch = env["arch"]
     print("\n== correctness")
-    checks = hand_written(arch, args.cubins) + generated(arch, args.samples)
+    checks = (hand_written(arch, args.cubins, env["compiler"] is not None)
+              + generated(arch, args.samples))
     if not args.skip_pytest:
         checks += pytest_cuda()
     rows, tuning = [], {}
@@ -329,9 +339,9 @@ def main() -> int:
         name, goal = case[0], case[4]
         print(f"\n== {name}")
         row = {"case": name, "goal": goal, "flops": case_flops(case)}
-        if args.skip_tune or not env["nvcc"]:
+        if args.skip_tune or not env["compiler"]:
             tuning[name] = {"error": "skipped" if args.skip_tune else
-                            "no nvcc here: tuning compiles every candidate"}
+                            "neither nvcc nor NVRTC here: tuning compiles every candidate"}
         else:
             tuning[name] = tune(case, arch, args.trials, args.work, args.tune_timeout)
         row["tuned_gflops"] = tuning[name].get("best_gflops")

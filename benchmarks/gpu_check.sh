@@ -23,9 +23,11 @@
 # against cuBLAS/cuDNN through PyTorch or CuPy (fp32, TF32 off). Everything it
 # writes is under .gpu-check/ (the report: .gpu-check/report.json).
 #
-# Without nvcc on the GPU machine: the check kernels run from DIR's cubins (loaded with
-# pycuda's module_from_buffer); tuning, which compiles every candidate, is skipped
-# with a message. Without cuda.h there: pycuda is built against DIR/include/cuda.h.
+# Without nvcc on the GPU machine: kernels are compiled with NVRTC where a libnvrtc is
+# there (the nvidia-cuda-nvrtc wheel PyTorch and CuPy bring; the same cubins and ptxas
+# report); with neither, the check kernels run from DIR's cubins (loaded with pycuda's
+# module_from_buffer) and tuning, which compiles every candidate, is skipped with a
+# message. Without cuda.h there: pycuda is built against DIR/include/cuda.h.
 set -uo pipefail
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -200,7 +202,7 @@ run() {
     say "CUDA toolkit"
     root=$(cuda_root)
     if [ -n "$root" ]; then echo "nvcc: $root/bin/nvcc ($("$root/bin/nvcc" --version | grep -o "release .*"))"
-    else echo "nvcc: not found (CUDA_HOME, /usr/local/cuda, PATH): prepared cubins only, no tuning"; fi
+    else echo "nvcc: not found (CUDA_HOME, /usr/local/cuda, PATH): NVRTC compiles if a libnvrtc is there, else prepared cubins only and no tuning"; fi
     if [ -n "$root" ] && [ -f "$root/include/cuda.h" ]; then echo "cuda.h: $root/include/cuda.h"
     else echo "cuda.h: not found in the toolkit; $wheels/include/cuda.h is used to build pycuda"; fi
     install_pycuda "$work" || exit 1
