@@ -4,8 +4,8 @@ pycuda first): environment, correctness, tuning, and a table against cuBLAS/cuDN
 1. environment: the driver and its CUDA version, the device, nvcc, PyTorch, CuPy;
 2. correctness: hand-written kernels that follow the code generator's contract
    (``tests/cuda_kernels.py``) compiled with nvcc (or NVRTC), or loaded from the cubins
-   prepared with ``--make-cubins`` when there is neither, run with ``explorer.backends.cuda.runtime``
-   and compared with numpy; the CUDA tests (``tests/test_cuda_*.py``, their ``gpu`` ones
+   prepared with ``--make-cubins`` when there is neither, run with
+   ``explorer.backends.cuda.runtime`` and compared with numpy; the CUDA tests (``tests/test_cuda_*.py``, their ``gpu`` ones
    included) when pytest is installed; schedules sampled from the cuda design space,
    built with ``build(sch, "cuda")`` and checked, when the code generator is there;
 3. tuning: ``explorer tune --target "cuda -arch=sm_XY"`` on gemm 2048^3 and ResNet-18 C6
