@@ -18,7 +18,12 @@ _BYTES = {"float32": 4, "float64": 8, "int32": 4, "bool": 1}
 # CanRelaxStorageUnderThread; local buffers count once per virtual thread)
 _SHARED_BY = {"shared": ("threadIdx", "vthread"), "local": ("vthread",)}
 # registers a thread needs besides its local arrays (loop counters, addresses, the operands
-# loaded from shared memory): a round figure; ptxas reports the real count after build
+# loaded from shared memory): a round, low figure, so that only what cannot fit is refused
+# before build; ptxas's report after compiling (backends/cuda/resources.py) judges the rest.
+# On 20 sampled gemm 512^3 and conv2d 64x56x56 kernels (nvcc 13.0, sm_90) ptxas used
+# between 80 fewer registers and 145 more than the local words (median 35 more): fewer
+# where it found accumulators dead, more for a conv's index arithmetic. Shared memory,
+# read from the same lowered program, matched ptxas's smem to within 8 bytes.
 REGISTER_OVERHEAD = 16
 
 
