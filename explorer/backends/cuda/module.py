@@ -116,3 +116,20 @@ class CudaModule:
             if b.name == name:
                 return b
         raise KeyError(name)
+
+    def check_args(self, arrays) -> list:
+        """``arrays`` (one per parameter, in order) as a list once each fits its buffer;
+        ArgumentError saying why not. The one check of whoever runs the module (the
+        emulator, the pycuda runtime)."""
+        from ...errors import ArgumentError
+        from ..kernel import array_problem
+        params = self.params
+        if len(arrays) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise ArgumentError(f"{self.func_name} takes {len(params)} arrays ({names}) but "
+                                f"got {len(arrays)}: pass inputs and outputs in that order")
+        for p, a in zip(params, arrays):
+            problem = array_problem(p, a)
+            if problem:
+                raise ArgumentError(problem)
+        return list(arrays)

@@ -24,7 +24,6 @@ import time
 import numpy as np
 
 from ...errors import ArgumentError, BuildError, ExplorerError, MeasureError
-from ..kernel import array_problem
 
 PYCUDA_MISSING = ("pycuda is not installed: pip install -e '.[cuda]' (needs the CUDA toolkit "
                   "and an NVIDIA driver)")
@@ -170,16 +169,7 @@ class DeviceModule:
     def check_args(self, arrays) -> list:
         """``arrays`` (one per parameter, in order) once each fits; ArgumentError else.
         Read-only arrays are taken (as inputs) and not written back."""
-        params = self.module.params
-        if len(arrays) != len(params):
-            names = ", ".join(p.name for p in params)
-            raise ArgumentError(f"{self.module.func_name} takes {len(params)} arrays ({names}) "
-                                f"but got {len(arrays)}: pass inputs and outputs in that order")
-        for spec, a in zip(params, arrays):
-            problem = array_problem(spec, a)
-            if problem:
-                raise ArgumentError(problem)
-        return list(arrays)
+        return self.module.check_args(arrays)
 
     def run(self, arrays, timeout: float = RUN_TIMEOUT) -> None:
         """Copy ``arrays`` in, launch every kernel in order, copy back the writable ones."""
