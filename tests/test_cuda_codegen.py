@@ -245,6 +245,9 @@ def test_one_kernel_per_launch_and_scratch_buffers_between_them():
     assert len(_kernel_sources(kernel.source)) == len(mod.launches) == len(plan.launches) > 1
     assert [b.name for b in mod.scratch] == ["row_max", "row_sum"]
     assert [b.name for b in mod.params] == ["X", "norm"]
+    assert "//   float* row_max = scratch(2);" in kernel.source     # the host side, in order
+    calls = re.findall(r"//   (\w+)<<<", kernel.source)
+    assert calls == [la.name for la in mod.launches]
     for n, launch in enumerate(mod.launches):
         assert f"// launch {n}: grid ({', '.join(map(str, launch.grid))})" in kernel.source
         assert launch.grid == plan.launches[n].grid and launch.block == plan.launches[n].block
@@ -453,7 +456,7 @@ def test_running_without_pycuda_says_how_to_install_it():
         pass
     sch, wl = golden_gemm()
     kernel = build(sch, "cuda")
-    assert kernel.source.startswith("// gemm")        # generation works without a GPU
+    assert kernel.source.startswith("// gemm for sm_90")    # generated without a GPU
     with pytest.raises(BuildError, match=r"pycuda is not installed: pip install -e '\.\[cuda\]'"):
         kernel(*wl.make_args(0))
 
