@@ -88,6 +88,7 @@ class FakeDriver(types.ModuleType):
         self.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES="max_dyn")
         self.memory, self.launched, self.attributes = {}, [], {}
         self.clock, self.fault, self.hang, self.next_addr = 0, None, False, 4096
+        self.contexts = 0
         drv = self
 
         class Device:
@@ -105,6 +106,7 @@ class FakeDriver(types.ModuleType):
                 return (9, 0)
 
             def make_context(self):
+                drv.contexts += 1
                 return types.SimpleNamespace(pop=lambda: None)
         self.Device = Device
 
@@ -212,6 +214,14 @@ def test_no_device_and_no_driver_are_said(fake):
     fake(devices=1)
     with pytest.raises(BuildError, match=r"there is no CUDA device 3: this machine has 1"):
         runtime.context(3)
+
+
+def test_each_process_makes_its_own_context(fake, monkeypatch):
+    drv = fake()
+    first = runtime.context()
+    assert runtime.context() is first and drv.contexts == 1     # kept within a process
+    monkeypatch.setattr(runtime._Context, "pid", -1)            # as seen after a fork
+    assert runtime.context() is not first and drv.contexts == 2
 
 
 def test_run_launches_in_order_through_the_scratch_buffer(fake):
