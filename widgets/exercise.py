@@ -22,7 +22,7 @@ from explorer.ir.loop_tree import block_infos, loop_infos
 from explorer.measure import InteractiveMeasurer, interactive_config
 from explorer.target import as_target
 
-from .steps import numpy_best_gflops
+from .steps import numpy_best_gflops, percent
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def verdict_of(result, goal: float, hints: tuple = ()) -> Verdict:
                        "for comparison", tuple(hints))
     speed = (f"correct; {result.gflops:.3g} GFLOP/s against numpy's {np_gflops:.3g} (its "
              f"best run): "
-             f"{100 * frac:.0f}% of numpy")
+             f"{percent(frac)} of numpy")
     if frac >= goal:
         return Verdict(True, goal, frac, result.gflops, np_gflops,
                        f"{speed}, the goal is {100 * goal:.0f}%")

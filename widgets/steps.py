@@ -43,6 +43,12 @@ class StepRecord:
         return numpy_best_gflops(self.result) if self.result.ok else None
 
 
+def percent(fraction: float) -> str:
+    """``0.953`` -> ``"95%"``, ``0.0024`` -> ``"0.24%"``: small fractions keep two digits."""
+    x = 100 * fraction
+    return f"{x:.0f}%" if x >= 10 else f"{x:.2g}%"
+
+
 def numpy_best_gflops(result) -> float | None:
     """numpy's GFLOP/s at its fastest repeat in ``result`` (an InteractiveResult), None
     when numpy was not measured. The best rather than the median: on a machine shared
@@ -65,7 +71,7 @@ def plot_steps(ax, records, numpy_gflops: float | None = None):
         ax.axhline(numpy_gflops, color="black", ls="--", lw=1.2,
                    label=f"numpy {numpy_gflops:.1f} GFLOP/s")
         for n, h in zip(x, heights):
-            ax.text(n, h, f"{100 * h / numpy_gflops:.0f}%", ha="center", va="bottom", fontsize=8)
+            ax.text(n, h, percent(h / numpy_gflops), ha="center", va="bottom", fontsize=8)
         ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
     top = max([numpy_gflops or 0.0, *heights.tolist()]) or 1.0
     ax.set_ylim(0, 1.15 * top)
@@ -125,7 +131,7 @@ class Steps:
             return f"step {n} {rec.name}: failed ({rec.result.error_kind}): {rec.result.error}"
         text = f"step {n} {rec.name}: {rec.gflops:.1f} GFLOP/s"
         if rec.numpy_gflops:
-            text += (f", {100 * rec.gflops / rec.numpy_gflops:.0f}% of numpy "
+            text += (f", {percent(rec.gflops / rec.numpy_gflops)} of numpy "
                      f"({rec.numpy_gflops:.1f} GFLOP/s, its best run)")
         prev = next((p for p in reversed(self.records[:n]) if p.gflops), None)
         if prev is not None:
