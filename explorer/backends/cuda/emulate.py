@@ -60,8 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ArgumentError, BuildError, KernelFault, RaceError
-from ..kernel import array_problem
+from ...errors import BuildError, KernelFault, RaceError
 from .module import CudaModule, KernelLaunch
 from .resources import MAX_BLOCK_DIMS, MAX_GRID_DIMS
 
@@ -272,7 +271,7 @@ class EmulatedModule:
         written in place (read-only arrays are taken as inputs: a copy is handed to the
         kernel, as pycuda's runtime does). Scratch buffers are allocated here, filled with
         NaN (floats) or -1 (integers), so that a read before a write shows."""
-        arrays = self._check(arrays)
+        arrays = self.module.check_args(arrays)
         staged = {b.name: _aligned_copy(a) for b, a in zip(self.module.params, arrays)}
         for b in self.module.scratch:
             staged[b.name] = _poisoned(b)
@@ -287,18 +286,6 @@ class EmulatedModule:
         for a, b in zip(arrays, self.module.params):
             if staged[b.name] is not a and a.flags.writeable:
                 a[...] = staged[b.name]
-
-    def _check(self, arrays) -> list:
-        params = self.module.params
-        if len(arrays) != len(params):
-            names = ", ".join(p.name for p in params)
-            raise ArgumentError(f"{self.module.func_name} takes {len(params)} arrays ({names}) "
-                                f"but got {len(arrays)}: pass inputs and outputs in that order")
-        for p, a in zip(params, arrays):
-            problem = array_problem(p, a)
-            if problem:
-                raise ArgumentError(problem)
-        return list(arrays)
 
 
 def _aligned_empty(dtype, shape) -> np.ndarray:
