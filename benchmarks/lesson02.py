@@ -14,6 +14,8 @@ Run:  python3 benchmarks/lesson02.py [--rounds 7] [--threads 1,2] [--json FILE]
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -52,7 +54,8 @@ def lesson_schedule(notebook: Path = NOTEBOOK):
             tags = cell.metadata.get("tags", [])
             if cell.cell_type != "code" or not {"setup", "schedule"} & set(tags):
                 continue
-            exec(compile(cell.source, f"{notebook.name}:{cell.get('id', '?')}", "exec"), ns)
+            with contextlib.redirect_stdout(io.StringIO()):     # the lesson's own prints
+                exec(compile(cell.source, f"{notebook.name}:{cell.get('id', '?')}", "exec"), ns)
             if "setup" in tags:
                 ns["steps"] = _Keep()
     finally:
@@ -90,7 +93,7 @@ def main(argv=None) -> int:
     host = Target("llvm")
     threads = [int(t) for t in args.threads.split(",")] if args.threads else [host.num_cores]
     wl, sch, names = lesson_schedule()
-    print(f"lesson 02: {wl.key}, steps {', '.join(names)}")
+    print(f"\nlesson 02: {wl.key}, steps {', '.join(names)}")
     print(f"CPU: {host.describe()}; load average at start {os.getloadavg()[0]:.2f}")
     reports = []
     for n in threads:
@@ -105,10 +108,17 @@ def main(argv=None) -> int:
         report["machine"]["loadavg_end"] = list(os.getloadavg())
         print(format_table(report))
         rows = {r["impl"]: r for r in report["cases"][0]["rows"]}
-        ratio = rows["lesson 02"]["ratio_numpy"]
-        if ratio is not None:
-            print(f"=> lesson 02 final schedule on {n} thread(s): {100 * ratio:.0f}% of numpy "
-                  f"(medians of {args.rounds} interleaved rounds)\n")
+        ours, theirs = rows["lesson 02"], rows["numpy"]
+        if ours["ratio_numpy"] is not None:
+            best = theirs["min_secs"] / ours["min_secs"]
+            print(f"=> lesson 02 final schedule on {n} thread(s): {100 * ours['ratio_numpy']:.0f}%"
+                  f" of numpy by medians of {args.rounds} interleaved rounds, {100 * best:.0f}% "
+                  "by best runs")
+        load = report["machine"]["loadavg_end"][0]
+        if load > 0.5 * host.num_cores:
+            print(f"   the machine was busy (load average {load:.1f} on {host.num_cores} cores): "
+                  "OpenBLAS's threads lose the cores for whole runs; compare best runs too")
+        print()
         reports.append(report)
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=1))
