@@ -252,7 +252,9 @@ class _KernelGen(VectorEmitter, AllreduceEmitter):
 
     # ----------------------------------------------------------- expressions
     def e(self, x: Expr) -> str:
-        return self.cx(substitute(x, self.subst) if self.subst else x)
+        """``x`` in C, with the variables of extent-1 loops replaced and index arithmetic
+        simplified over the loop ranges in scope."""
+        return self.cx(simplify(substitute(x, self.subst) if self.subst else x, self.ranges))
 
     def _load(self, ld: BufferLoad) -> str:
         acc = self.red.get(ld.buffer.name)

@@ -123,7 +123,7 @@ class VectorEmitter:
         comp = _COMPONENTS[j]
         picked = replace_loads(value, lambda ld: RawName(f"{names[ld]}.{comp}", ld.dtype)
                                if ld in names else None)
-        return self.cx(substitute(picked, {lane: IntImm(j)}))
+        return self.cx(simplify(substitute(picked, {lane: IntImm(j)}), self.ranges))
 
 
 def _eager_loads(e: Expr) -> list:
