@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -75,6 +76,17 @@ def check_op(name: str, samples: int, seed: int, jobs: int) -> tuple:
     return wl, results
 
 
+def _reasons(failures: list) -> Counter:
+    """step: first line of the error -> how many samples failed so."""
+    out = Counter()
+    for _, _, r in failures:
+        for s in STEPS:
+            if r[s]:
+                out[f"{s}: {r[s].strip().splitlines()[-1][:160]}"] += 1
+                break
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--samples", type=int, default=100)
@@ -102,7 +114,10 @@ def main(argv=None) -> int:
         count += len(results)
         print(f"{name:18}{len(results):>8}" + "".join(f"{passed[s]:>10}" for s in STEPS)
               + f"{time.time() - t0:>9.0f}", flush=True)
-        failures += [(name, i, r) for i, r in enumerate(results) if any(r[s] for s in STEPS)]
+        mine = [(name, i, r) for i, r in enumerate(results) if any(r[s] for s in STEPS)]
+        for reason, n in _reasons(mine).most_common(3):
+            print(f"    {n} x {reason}", flush=True)
+        failures += mine
     print(f"{'all':18}{count:>8}" + "".join(f"{total[s]:>10}" for s in STEPS))
     for name, i, r in failures[:args.show]:
         print(f"\n--- {name} sample {i} (seed {args.seed})")
