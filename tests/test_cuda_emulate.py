@@ -102,6 +102,21 @@ def reverse_module(blocks: int, dynamic_bytes: int) -> CudaModule:
         (BufferSpec("C", "float32", (blocks, n)), BufferSpec("A", "float32", (blocks, n))))
 
 
+def test_three_dimensional_grid_and_block_numbering_and_lanes(cache):
+    grid, block = (2, 3, 2), (8, 4, 2)
+    mod = CudaModule("numbering", source("indexing.cu"),
+                     (KernelLaunch("numbering", grid, block, ("Out",)),),
+                     (BufferSpec("Out", "int32", (12, 64, 4)),))
+    out = np.full((12, 64, 4), -7, np.int32)
+    emulate.load(mod, cache=cache).run([out])
+    tid = np.arange(64)
+    np.testing.assert_array_equal(out[:, :, 0], np.tile(tid, (12, 1)))
+    np.testing.assert_array_equal(out[:, :, 1], np.tile(tid // 32 * 32, (12, 1)))
+    np.testing.assert_array_equal(out[:, :, 2], np.repeat(np.arange(12)[:, None], 64, axis=1))
+    up = np.where(tid % 32 == 0, tid, tid - 1)          # lane 0 keeps its own value
+    np.testing.assert_array_equal(out[:, :, 3], np.tile(up, (12, 1)))
+
+
 def test_dynamic_shared_memory_through_the_macro(cache):
     a = np.random.default_rng(3).standard_normal((3, 16384), dtype=np.float32)
     c = np.zeros_like(a)
