@@ -306,7 +306,25 @@ def int_bounds(e: Expr, ranges: dict) -> tuple[int, int]:
 
 
 def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
-    """Bounds of ``e`` as ``ranged`` vars (name -> (lo, hi)) vary; others stay symbolic."""
+    """Bounds of ``e`` as ``ranged`` vars (name -> (lo, hi)) vary; others stay symbolic.
+    Kept on the node per ranges of its own variables (all the answer depends on):
+    lowering asks again for each place it tries to allocate a buffer."""
+    from .functor import expr_vars
+    key = tuple(sorted((v, ranged[v]) for v in expr_vars(e) if v in ranged))
+    memo = e.__dict__.setdefault("_sym_bounds", {})
+    out = memo.get(key)
+    if out is None:
+        try:
+            out = _sym_bounds(e, ranged)
+        except NonAffine as err:
+            out = err
+        memo[key] = out
+    if isinstance(out, NonAffine):
+        raise out
+    return out
+
+
+def _sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     terms, c = _lin(simplify(e, None), None)
     # the linear forms of c + sum(bound * coeff), summed as _lin sums that Add chain
     lo: tuple = ({}, c)

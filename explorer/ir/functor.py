@@ -53,8 +53,8 @@ def transform_expr(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
 
 def substitute(e: Expr, mapping: dict) -> Expr:
     """Replace variables by name: ``mapping`` maps a var name to an expression."""
-    if not mapping:
-        return e
+    if not mapping or (isinstance(e, Expr) and mapping.keys().isdisjoint(expr_vars(e))):
+        return e    # nothing to replace: the node itself, as the rewrite would return
 
     def fn(x):
         if isinstance(x, Var):

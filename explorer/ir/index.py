@@ -31,29 +31,28 @@ class FuncIndex:
         self.blocks: dict = {}
         self.order: list = []
         self._writers = self._readers = self._ranges = self._names = None
-        self._walk(func.body, ())
-
-    def _walk(self, node, path: tuple) -> None:
-        t = type(node)
-        if t is For:
-            if node.var.name not in self.loops:
-                self.loops[node.var.name] = (node, path)
-            self._walk(node.body, path + (node,))
-        elif t is BlockRealize:
-            name = node.block.name
-            if name not in self.blocks:
-                self.blocks[name] = (node, path)
-            self.order.append(name)
-        elif t is SeqStmt:
-            inner = path + (node,)
-            for k in node.stmts:
-                self._walk(k, inner)
-        else:
-            kids = stmt_children(node)
-            if kids:
-                inner = path + (node,)
-                for k in kids:
-                    self._walk(k, inner)
+        loops, blocks, order = self.loops, self.blocks, self.order
+        stack = [(func.body, ())]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node, path = pop()
+            t = type(node)
+            if t is For:
+                name = node.var.name
+                if name not in loops:
+                    loops[name] = (node, path)
+                push((node.body, path + (node,)))
+            elif t is BlockRealize:
+                name = node.block.name
+                if name not in blocks:
+                    blocks[name] = (node, path)
+                order.append(name)
+            else:
+                kids = node.stmts if t is SeqStmt else stmt_children(node)
+                if kids:
+                    inner = path + (node,)
+                    for k in reversed(kids):
+                        push((k, inner))
 
     def _realizes(self):
         blocks = self.blocks

@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..ir.arith import NonAffine, int_bounds, simplify
 from ..ir.expr import LE, LT, Var, all_of, const
-from ..ir.functor import REMOVE, replace_loads, substitute, walk_stmt
+from ..ir.functor import REMOVE, replace_loads, substitute
+from ..ir.index import index_of
 from ..ir.region import union_region
 from ..ir.stmt import BlockRealize, BufferStore, For, TRUE
 from .tree import (Namer, body_of, children, loop_role, contains_block, find_block, find_loop, insert_in, iter_dims,
@@ -23,7 +24,8 @@ _RELAX = {"shared": ("threadIdx", "vthread"), "local": (),
 
 
 def all_ranges(func) -> dict:
-    return {n.var.name: (0, n.extent - 1) for n, _ in walk_stmt(func.body) if isinstance(n, For)}
+    """Loop name -> (0, extent - 1) for every loop of ``func`` (shared: do not change it)."""
+    return index_of(func).ranges
 
 
 def access_sites(realize: BlockRealize, indices_list: list, below: list, relaxed: list) -> list:
@@ -136,7 +138,7 @@ def _inputs(func, block) -> set:
 def compute_at(func, block: str, loop: str):
     """Move producer ``block`` under ``loop``, computing only what the consumers
     there need per iteration."""
-    prod, dims, region, out, first_consumer = _compute_at_plan(func, block, loop)
+    prod, dims, region, out, first_consumer = _planned(func, block, loop)
     nest = cover_nest(prod.block, dims, region, func, all_ranges(func))
     return insert_in(out, loop, first_consumer, nest)
 
@@ -145,10 +147,28 @@ def can_compute_at(func, block: str, loop: str) -> bool:
     """Would ``compute_at(func, block, loop)`` succeed? Its checks alone: the loop nest
     it would build and insert is not built."""
     try:
-        _compute_at_plan(func, block, loop)
+        _planned(func, block, loop)
     except ScheduleError:
         return False
     return True
+
+
+def _planned(func, block: str, loop: str) -> tuple:
+    """``_compute_at_plan``, kept on the (immutable) function for the last (block, loop)
+    asked: ``sample_compute_location`` checks the place ``compute_at`` then uses."""
+    key = (block, loop)
+    memo = func.__dict__.get("_compute_at_plan")
+    if memo is not None and memo[0] == key:
+        if isinstance(memo[1], ScheduleError):
+            raise memo[1]
+        return memo[1]
+    try:
+        plan = _compute_at_plan(func, block, loop)
+    except ScheduleError as e:
+        func.__dict__["_compute_at_plan"] = (key, e)
+        raise
+    func.__dict__["_compute_at_plan"] = (key, plan)
+    return plan
 
 
 def _compute_at_plan(func, block: str, loop: str) -> tuple:

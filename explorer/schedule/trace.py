@@ -190,12 +190,19 @@ def _primitive(sch, idx: int, kind, args: list, kw: dict):
         raise TraceError(f"instruction {idx}: unknown instruction {kind!r}; known: "
                          f"{', '.join(sorted(KINDS))}")
     method = getattr(sch, kind)
+    shape = (type(sch), kind, len(args), tuple(kw))
+    if shape in _FITS:   # binding depends on the number of arguments and keywords only
+        return method
     try:
         _signature(type(sch), kind).bind(sch, *args, **kw)
     except TypeError as e:
         raise TraceError(f"instruction {idx} ({kind}): wrong arguments ({e}); expected "
                          f"{', '.join(_params(method))}") from None
+    _FITS.add(shape)
     return method
+
+
+_FITS: set = set()   # (class, kind, positional count, keywords) that bound before
 
 
 @functools.lru_cache(maxsize=None)
