@@ -252,10 +252,9 @@ def _screenshots(pg, stem: str, state: dict) -> None:
           last = i;
         }
       }
-      return {widget, image, last};
+      return {top: 0, widget, image, last};
     }""")
-    pg.screenshot(path=str(SHOTS / f"{stem}_0_top.png"))
-    for name in ("widget", "image", "last"):
+    for name in ("top", "widget", "image", "last"):
         index = targets[name]
         if index < 0:
             continue
