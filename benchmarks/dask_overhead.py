@@ -10,8 +10,9 @@ Three figures, each from a LocalCluster of worker processes on loopback (one
    the result back. Local pool of 1 process against 1 Dask worker.
 2. Per-candidate overhead on real candidates: the same gemm candidates
    measured a second time (pools warm, kernels in the compile cache), one at
-   a time: local pool of 1 process against 1 Dask worker; the difference per
-   candidate is what Dask adds.
+   a time, each with the same work (one checked run and one timed call):
+   local pool of 1 process against 1 Dask worker; the difference per
+   candidate is what Dask adds. Figures 1 and 2 are medians per candidate.
 3. Throughput on fresh candidates (each compiled once, as in tuning; the same
    candidates for each, each time in fresh processes with a cold compile
    cache): the local pool (one process per core; builds in parallel, runs one
@@ -28,6 +29,7 @@ import argparse
 import json
 import logging
 import os
+import statistics
 import time
 
 from explorer import ops
@@ -47,11 +49,14 @@ def timed_batch(measurer, schedules: list, fault: str | None = None) -> tuple:
 
 
 def one_at_a_time(measurer, schedules: list, fault: str | None = None) -> float:
-    """Mean seconds per candidate, measured one per call."""
-    start = time.perf_counter()
+    """Median seconds per candidate, measured one per call (the median: a shared
+    machine's slow seconds do not move it)."""
+    secs = []
     for s in schedules:
+        start = time.perf_counter()
         measurer.measure([measurer.input(s, fault=fault)])
-    return (time.perf_counter() - start) / len(schedules)
+        secs.append(time.perf_counter() - start)
+    return statistics.median(secs)
 
 
 def cluster(n: int, host: Target):
@@ -79,10 +84,12 @@ def main(argv=None) -> dict:
     warmup = space.sample(1, seed=args.seed)
     reused, fresh = (space.sample(args.count, seed=args.seed + i) for i in (1, 2))
     cfg = RunConfig()
+    # figure 2: the same work for every candidate (one checked run, one timed call)
+    fixed = RunConfig(repeats=1, number=1, min_repeat_secs=0.0, warmup=0, cutoff_factor=None)
     out: dict = {"cpu": host.describe(), "load_before": os.getloadavg(),
                  "workload": wl.key, "count": args.count}
 
-    with Measurer(host, cfg, workers=1) as local:
+    with Measurer(host, fixed, workers=1) as local:
         warm(local, warmup[0], 1)
         out["local_roundtrip_s"] = one_at_a_time(local, reused, fault="build-error")
         local.measure_schedules(reused)                    # compile cache warm
@@ -95,11 +102,12 @@ def main(argv=None) -> dict:
         out["local_ok"] = sum(r.ok for r in res)
 
     with cluster(1, host) as c1:
-        with DaskMeasurer(c1.scheduler_address, host, cfg) as m:
+        with DaskMeasurer(c1.scheduler_address, host, fixed) as m:
             warm(m, warmup[0], 1)
             out["dask_roundtrip_s"] = one_at_a_time(m, reused, fault="build-error")
             m.measure_schedules(reused)
             out["dask_per_candidate_s"] = one_at_a_time(m, reused)
+        with DaskMeasurer(c1.scheduler_address, host, cfg) as m:
             secs, res = timed_batch(m, fresh)
             out["dask1_throughput_per_s"] = len(res) / secs
             out["dask1_ok"] = sum(r.ok for r in res)

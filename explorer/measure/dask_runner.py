@@ -149,25 +149,33 @@ class DaskMeasurer(Closing):
 
     def require_workers(self, wait: float | None = None) -> list:
         """The workers of this target, waiting up to ``wait`` (default ``worker_wait``)
-        seconds while no worker at all is connected; MeasureError when none serves it."""
+        seconds while no worker at all is connected, and 1 s while only workers of other
+        targets are (the scheduler's view catches up); MeasureError when none serves it."""
         deadline = time.monotonic() + (self.worker_wait if wait is None else wait)
         while True:
             found = self.workers()
             if found:
                 return found
             tags = self.served_tags() if self.client.status == "running" else []
-            if tags or time.monotonic() >= deadline:
+            if tags:
+                deadline = min(deadline, time.monotonic() + 1.0)
+            if time.monotonic() >= deadline:
                 break
             time.sleep(0.2)
-        held = (f"its workers serve {', '.join(tags)}" if tags else
-                "no measuring worker is connected to it")
-        if self.suspects:
-            held += f" (and {len(self.suspects)} stopped answering)"
         raise MeasureError(
             f"no Dask worker at {self.address} measures for target {self.target} (resource "
-            f"{self.tag}); {held}: start one on a machine of that target with `explorer "
-            f"worker --scheduler {self.address}` (it detects its target), or tune for a "
-            "target the workers serve")
+            f"{self.tag}); {self._why_none(tags)}: start one on a machine of that target with "
+            f"`explorer worker --scheduler {self.address}` (it detects its target), or tune "
+            "for a target the workers serve")
+
+    def _why_none(self, tags: list) -> str:
+        if self.tag in tags and self.suspects:
+            return (f"its workers of that target stopped answering (no result within "
+                    f"job_timeout {self.job_timeout:g} s)")
+        if self.tag in tags:
+            return f"its workers of that target have no {MEASURE}=1 resource"
+        return (f"its workers serve {', '.join(tags)}" if tags else
+                "no measuring worker is connected to it")
 
     # ------------------------------------------------------------ the measurer interface
     def input(self, sch, fault: str | None = None) -> MeasureInput:
