@@ -1,5 +1,6 @@
 """Notebook widgets over the engine: explore schedules by hand, see them, sample
-the design space, watch a tuner and its cost model.
+the design space, watch a tuner and its cost model; in lessons, measure each step
+against numpy (``Steps``) and check a student's schedule (``Exercise``).
 
 Every widget is thin: state and logic live in view-models without ipywidgets
 (:mod:`widgets.explorer_state`, :mod:`widgets.sampler_state`,
@@ -11,9 +12,11 @@ comes from the engine's public API: measurements from
 """
 from .cost_model_view import CostModelView
 from .dashboard import TuningDashboard
+from .exercise import Exercise
 from .explorer import ScheduleExplorer
 from .explorer_state import ExplorerState
 from .sampler import SpaceSampler
+from .steps import Steps
 
 __all__ = ["ScheduleExplorer", "SpaceSampler", "TuningDashboard", "CostModelView",
-           "ExplorerState"]
+           "ExplorerState", "Steps", "Exercise"]
