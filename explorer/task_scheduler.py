@@ -77,8 +77,8 @@ class TaskScheduler:
         self.rng = random.Random(seed)
         db = database if database is None or isinstance(database, Database) \
             else Database(database)
-        self.measurer = open_measurer(tuner_kw.pop("runner", None), target,
-                                      tuner_kw.pop("config", None))
+        runner = tuner_kw.pop("runner", None)
+        self.measurer = open_measurer(runner, target, tuner_kw.pop("config", None))
         per_task = max(1, trials // len(tasks))
         self.budget = trials
         # one model for all tasks: records of one operator help rank another
@@ -86,7 +86,8 @@ class TaskScheduler:
             from .cost_model import XGBCostModel
             tuner_kw["cost_model"] = XGBCostModel(seed=seed)
         self.tuners = [Tuner(t.workload, target, trials=trials, database=db, seed=seed + i,
-                             batch_size=batch_size, measurer=self.measurer, **tuner_kw)
+                             batch_size=batch_size, measurer=self.measurer, runner=runner,
+                             **tuner_kw)
                        for i, t in enumerate(tasks)]
         self.per_task_hint = per_task
         self.used = 0
