@@ -70,7 +70,21 @@ def walk_expr(e: Expr) -> Iterator[Expr]:
 
 
 def collect_loads(e: Expr) -> list:
-    return [x for x in walk_expr(e) if isinstance(x, BufferLoad)]
+    """The loads in ``e``, in pre-order."""
+    return list(_loads(e))
+
+
+def _loads(e: Expr) -> tuple:
+    """``collect_loads`` as a tuple, cached on the (immutable) node."""
+    d = e.__dict__
+    out = d.get("_loads")
+    if out is None:
+        kids = expr_children(e)
+        out = (e,) if isinstance(e, BufferLoad) else ()
+        for k in kids:
+            out += _loads(k)
+        d["_loads"] = out
+    return out
 
 
 _NO_VARS: frozenset = frozenset()
@@ -96,7 +110,18 @@ def expr_vars(e: Expr) -> frozenset:
 
 
 def replace_loads(e: Expr, fn: Callable[[BufferLoad], Expr | None]) -> Expr:
-    return transform_expr(e, lambda x: fn(x) if isinstance(x, BufferLoad) else None)
+    """Post-order rewrite of the loads in ``e`` (``fn`` None keeps a load); subtrees
+    without loads are returned as they are, as ``transform_expr`` would return them."""
+    if not _loads(e):
+        return e
+    kids = expr_children(e)
+    new_kids = tuple(replace_loads(k, fn) for k in kids)
+    if any(a is not b for a, b in zip(new_kids, kids)):
+        e = rebuild_expr(e, new_kids)
+    if isinstance(e, BufferLoad):
+        out = fn(e)
+        return e if out is None else out
+    return e
 
 
 # ---------------------------------------------------------------- statements
