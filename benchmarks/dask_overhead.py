@@ -26,6 +26,7 @@ shared machine the figures move with the load.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import logging
 import os
@@ -46,6 +47,11 @@ def timed_batch(measurer, schedules: list, fault: str | None = None) -> tuple:
     start = time.perf_counter()
     results = measurer.measure(inputs)
     return time.perf_counter() - start, results
+
+
+def failures(results: list) -> dict:
+    """How many results failed, by error kind (a cut-off candidate counts here)."""
+    return dict(collections.Counter(r.error_kind for r in results if not r.ok))
 
 
 def one_at_a_time(measurer, schedules: list, fault: str | None = None) -> float:
@@ -100,6 +106,7 @@ def main(argv=None) -> dict:
         out["local_pool_workers"] = len(local.pool)
         out["local_throughput_per_s"] = len(res) / secs
         out["local_ok"] = sum(r.ok for r in res)
+        out["local_failed"] = failures(res)
 
     with cluster(1, host) as c1:
         with DaskMeasurer(c1.scheduler_address, host, fixed) as m:
@@ -111,12 +118,14 @@ def main(argv=None) -> dict:
             secs, res = timed_batch(m, fresh)
             out["dask1_throughput_per_s"] = len(res) / secs
             out["dask1_ok"] = sum(r.ok for r in res)
+        out["dask1_failed"] = failures(res)
     with cluster(2, host) as c2:
         with DaskMeasurer(c2.scheduler_address, host, cfg) as m:
             warm(m, warmup[0], 2)
             secs, res = timed_batch(m, fresh)
             out["dask2_throughput_per_s"] = len(res) / secs
             out["dask2_ok"] = sum(r.ok for r in res)
+        out["dask2_failed"] = failures(res)
     out["load_after"] = os.getloadavg()
     report(out)
     if args.json:
@@ -140,7 +149,8 @@ def report(o: dict) -> None:
           f"{o['local_throughput_per_s'] * 60:.0f}/min, Dask 1 worker "
           f"{o['dask1_throughput_per_s'] * 60:.0f}/min, Dask 2 workers "
           f"{o['dask2_throughput_per_s'] * 60:.0f}/min "
-          f"(correct: {o['local_ok']}, {o['dask1_ok']}, {o['dask2_ok']} of {n})")
+          f"(correct: {o['local_ok']}, {o['dask1_ok']}, {o['dask2_ok']} of {n}; not: "
+          f"{o['local_failed']}, {o['dask1_failed']}, {o['dask2_failed']})")
 
 
 if __name__ == "__main__":

@@ -151,6 +151,8 @@ class DaskMeasurer(Closing):
         """The workers of this target, waiting up to ``wait`` (default ``worker_wait``)
         seconds while no worker at all is connected, and 1 s while only workers of other
         targets are (the scheduler's view catches up); MeasureError when none serves it."""
+        if self.client is None:
+            raise MeasureError("this DaskMeasurer is closed: make a new one")
         deadline = time.monotonic() + (self.worker_wait if wait is None else wait)
         while True:
             found = self.workers()
@@ -228,7 +230,7 @@ class DaskMeasurer(Closing):
         self.client = None
         try:
             client.unsubscribe_topic(TOPIC)
-        except (KeyError, ValueError):
+        except Exception:   # a lost connection: there is nothing left to unsubscribe
             pass
         client.close()
 
