@@ -38,7 +38,6 @@ from .module import BufferSpec, CudaModule, KernelLaunch
 
 STATIC_SHARED_LIMIT = 48 * 1024       # what a kernel gets without opting in
 MAX_GRID = {"blockIdx.x": 2 ** 31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
-_COMPONENTS = "xyzw"
 _DYNAMIC_MACRO = ("#ifndef EXPLORER_DYNAMIC_SHARED\n"
                   "#define EXPLORER_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) "
                   "T name[]\n#endif")
