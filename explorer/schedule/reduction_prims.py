@@ -66,16 +66,23 @@ def decompose_reduction(func, block: str, loop: str):
 
 def _injective(real, loops: list, limit: int = 1 << 20) -> bool:
     """Do the spatial bindings take each value at most once as ``loops`` vary
-    (points the predicate excludes do not count)? Enumerated with numpy."""
-    import numpy as np
-    from ..ir.eval import evaluate
+    (points the predicate excludes do not count)? Proved for affine keys, else
+    enumerated with numpy."""
     n = 1
     for lp in loops:
         n *= lp.extent
     if n > limit:
         return False
-    if _distinct_keys(real, loops):
-        return True
+    return _distinct_keys(real, loops) or _enumerated_injective(real, loops)
+
+
+def _enumerated_injective(real, loops: list) -> bool:
+    """``_injective`` by listing every point of ``loops``."""
+    import numpy as np
+    from ..ir.eval import evaluate
+    n = 1
+    for lp in loops:
+        n *= lp.extent
     grids = np.meshgrid(*[np.arange(lp.extent) for lp in loops], indexing="ij") if loops else []
     env = {lp.var.name: g.ravel() for lp, g in zip(loops, grids)}
     size = n

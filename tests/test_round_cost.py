@@ -1,0 +1,161 @@
+"""The shortcuts that make a search round cheap give the answers of the slow paths they
+replace: the per-function index, sketch matching without JSON, compute_at / inline
+checks without building the nest, the injectivity proof of decompose_reduction, the
+analyses cached on immutable nodes, and ``round_cost``'s table itself."""
+import pickle
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer import Target, ops
+from explorer.errors import ScheduleError
+from explorer.ir.arith import simplify, sym_bounds
+from explorer.ir.expr import FloorDiv, Var, const
+from explorer.ir.functor import expr_vars, iter_nodes, walk_stmt
+from explorer.ir.index import FuncIndex, index_of
+from explorer.ir.stmt import BlockRealize, For
+from explorer.schedule import block_prims, reduction_prims
+from explorer.schedule.tree import loops_of, readers, writers
+from explorer.space import DesignSpace
+from explorer.space.replay import follows, structure
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = Target("llvm -mcpu=skylake-avx512 -num-cores=2", vector_bits=512)
+
+
+def _spaces():
+    return [DesignSpace(ops.get("gemm", 64, 96, 32), TARGET),
+            DesignSpace(ops.conv2d(N=1, C=8, H=10, W=10, K=16, R=3, S=3, padding=1), TARGET),
+            DesignSpace(ops.dense_bias_relu(16, 32, 48), TARGET)]
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return [(sp, sp.sample(3, seed=2)) for sp in _spaces()]
+
+
+def test_index_answers_what_a_walk_of_the_tree_answers(samples):
+    for _, schs in samples:
+        for sch in schs:
+            idx = FuncIndex(sch.func)
+            walked = [(n, p) for n, p in walk_stmt(sch.func.body)
+                      if isinstance(n, (For, BlockRealize))]
+            for node, path in walked:
+                table = idx.loops if isinstance(node, For) else idx.blocks
+                name = node.var.name if isinstance(node, For) else node.block.name
+                got_node, got_path = table[name]
+                assert got_node is node and len(got_path) == len(path)
+                assert all(a is b for a, b in zip(got_path, path))
+            order = [n.block.name for n, _ in walked if isinstance(n, BlockRealize)]
+            assert idx.order == order
+            for r, _ in walked:
+                if isinstance(r, BlockRealize):
+                    buf = r.block.body.buffer.name
+                    assert writers(sch.func, buf) == [
+                        n.block.name for n in iter_nodes(sch.func.body)
+                        if isinstance(n, BlockRealize) and n.block.body.buffer.name == buf]
+                    for b in r.block.reads():
+                        assert readers(sch.func, b.name) == [
+                            n.block.name for n in iter_nodes(sch.func.body)
+                            if isinstance(n, BlockRealize)
+                            and any(x.name == b.name for x in n.block.reads())]
+
+
+def test_an_edit_makes_a_new_index_and_shares_untouched_subtrees(samples):
+    _, schs = samples[0]
+    sch = schs[0].copy()
+    before = sch.func
+    old_idx = index_of(before)
+    blk = sch.get_block("C")
+    loop = sch.get_loops(blk)[-1]
+    name = sch.get(loop)
+    sch.annotate(loop, "note", 1)
+    assert sch.func is not before and index_of(sch.func) is not old_idx
+    assert dict(index_of(sch.func).loops[name][0].annotations)["note"] == 1
+    assert "note" not in dict(old_idx.loops[name][0].annotations)
+    # siblings off the edited path are the same objects in both functions
+    shared = {id(n) for n in iter_nodes(before.body)} & {id(n) for n in iter_nodes(sch.func.body)}
+    assert shared
+
+
+def test_sketch_matching_agrees_with_comparing_json(samples):
+    for sp, schs in samples:
+        sketches = sp.sketches
+        for sch in schs:
+            mine = structure(sch.trace)
+            for sk in sketches:
+                st = structure(sk.trace)
+                want = len(mine) >= len(st) and mine[:len(st)] == st
+                assert follows(sch.trace, sk.trace) == want
+            # a trace of another workload follows none of them
+        other = DesignSpace(ops.get("gemm", 32, 32, 32), TARGET).sample(1, seed=0)[0]
+        if sp.workload.name != "gemm":
+            assert sp.sketch_of(other.trace) is None
+
+
+def test_compute_location_checks_equal_trying_the_primitive(samples):
+    for _, schs in samples:
+        for sch in schs:
+            func = sch.func
+            for name in index_of(func).order:
+                r, _ = index_of(func).blocks[name]
+                for loop in index_of(func).loops:
+                    try:
+                        block_prims.compute_at(func, name, loop)
+                        ok = True
+                    except ScheduleError:
+                        ok = False
+                    assert block_prims.can_compute_at(func, name, loop) == ok, (name, loop)
+                try:
+                    block_prims.compute_inline(func, name)
+                    ok = True
+                except ScheduleError:
+                    ok = False
+                assert block_prims.can_compute_inline(func, name) == ok
+
+
+def test_injectivity_proof_never_contradicts_enumeration(samples):
+    rng = random.Random(0)
+    checked = 0
+    for _, schs in samples:
+        for sch in schs:
+            for name, (r, path) in index_of(sch.func).blocks.items():
+                loops = loops_of(path)
+                for start in range(len(loops)):
+                    inner = loops[start:]
+                    if rng.random() < 0.5:
+                        inner = [lp for lp in inner if rng.random() < 0.7]
+                    if reduction_prims._distinct_keys(r, inner):
+                        checked += 1
+                        assert reduction_prims._enumerated_injective(r, inner)
+    assert checked > 10
+
+
+def test_cached_analyses_are_per_node_and_not_pickled():
+    i, j = Var("i"), Var("j")
+    e = simplify(FloorDiv(i * 4 + j, const(4)))
+    assert expr_vars(e) == {"i", "j"}
+    assert sym_bounds(e, {"j": (0, 3)}) == sym_bounds(e, {"j": (0, 3)})
+    lo, hi = sym_bounds(i * 4 + j, {"j": (0, 3), "k": (0, 9)})
+    assert (lo, hi) == sym_bounds(i * 4 + j, {"j": (0, 3)})      # k is not in the expression
+    assert sym_bounds(i * 4 + j, {"j": (0, 7)})[1] != hi          # j's range is
+    back = pickle.loads(pickle.dumps(e))
+    assert back == e and not any(k.startswith("_") for k in vars(back))
+    func = ops.get("gemm", 8, 8, 8).func
+    index_of(func)
+    again = pickle.loads(pickle.dumps(func))
+    assert again == func and "_index" not in vars(again)
+
+
+def test_round_cost_prints_every_stage():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "round_cost.py"), "--once",
+                          "gemm", "-n", "2"], capture_output=True, text=True, check=True,
+                         cwd=ROOT, timeout=300)
+    import json
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(row) >= {"sample", "replay", "postproc", "apply", "lower", "features", "predict"}
+    assert all(v > 0 and np.isfinite(v) for v in row.values())
