@@ -12,7 +12,7 @@ from explorer.measure import MeasureResult, interactive_config  # noqa: E402
 from explorer.measure.interactive import InteractiveResult  # noqa: E402
 from test_widgets_explorer import FaultyMeasurer  # noqa: E402
 from widgets.exercise import Exercise, Verdict, hints_for, verdict_of  # noqa: E402
-from widgets.steps import Steps, numpy_best_gflops, plot_steps  # noqa: E402
+from widgets.steps import Steps, numpy_best_gflops, percent, plot_steps  # noqa: E402
 
 CFG = interactive_config(repeats=2, min_repeat_secs=0.005, run_timeout=5.0)
 HOST = Target("llvm")
@@ -64,6 +64,7 @@ def test_verdict_judges_median_against_numpys_best_run():
     assert not short.passed and "the goal is 80%: 1.6x faster to go" in short.message
     assert short.hints == ("vectorize it",) and "hint: vectorize it" in str(short)
     assert "NOT YET" in short._repr_html_() and "62%" in short._repr_html_()  # of the goal
+    assert (percent(0.953), percent(0.0024), percent(14.44)) == ("95%", "0.24%", "1444%")
 
 
 def test_verdict_of_a_wrong_output_says_so():
