@@ -110,7 +110,10 @@ class Target:
         if self.kind == "llvm":
             parts += [f"-mcpu={self.mcpu}", f"-num-cores={self.num_cores}"]
         elif self.kind == "cuda":
+            from .cuda import preset_fields
             parts += [f"-arch={self.arch}"]
+            parts += [f"-{k.replace('_', '-')}={getattr(self, k)}"   # limits set by hand
+                      for k, v in preset_fields(self.arch).items() if getattr(self, k) != v]
         return " ".join(parts)
 
 
