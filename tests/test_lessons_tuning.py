@@ -4,57 +4,30 @@ the model learning from the example database, tuned kernels checked against
 numpy, a user's rule and mutator changing the space."""
 from __future__ import annotations
 
-import functools
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 
 from explorer import Target
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbclient")
+from test_notebooks import executed, outputs, text_of  # noqa: E402  (one run per session)
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 pytestmark = pytest.mark.slow      # each lesson runs its tuner for real (~1 min each)
 
 
-@functools.lru_cache(maxsize=None)
 def _run(name: str):
-    """The executed notebook (short mode, inline pictures), once per test session."""
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    env = {"EXPLORER_SHORT": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return nb
-
-
-def _outputs(nb):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-
-
-def _text(nb) -> str:
-    return "\n".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-                     for o in _outputs(nb))
+    """The notebook executed in short mode (shared with tests/test_notebooks.py)."""
+    return executed(name)[0]
 
 
 def _count(nb, mime: str) -> int:
-    return sum(mime in o.get("data", {}) and bool(o["data"][mime]) for o in _outputs(nb))
+    return sum(mime in o.get("data", {}) and bool(o["data"][mime]) for o in outputs(nb))
 
 
 def _no_errors(nb) -> None:
-    errors = [f"{o['ename']}: {o['evalue']}" for o in _outputs(nb) if o["output_type"] == "error"]
+    errors = [f"{o['ename']}: {o['evalue']}" for o in outputs(nb) if o["output_type"] == "error"]
     assert errors == []
 
 
@@ -65,7 +38,7 @@ def _floats(pattern: str, text: str) -> list:
 def test_04_the_cost_model_learns_from_the_example_database():
     nb = _run("04_cost_models.ipynb")
     _no_errors(nb)
-    text = _text(nb)
+    text = text_of(nb)
     assert f"this machine: {Target('llvm').describe()}" in text
     from explorer.suites import example_database_path
     machine = json.loads((example_database_path() / "machine.json").read_text())
@@ -93,7 +66,7 @@ def test_04_the_cost_model_learns_from_the_example_database():
 def test_05_tunes_an_operator_and_a_suite_resumes_and_applies_the_best():
     nb = _run("05_auto_tuning.ipynb")
     _no_errors(nb)
-    text = _text(nb)
+    text = text_of(nb)
     assert f"this machine: {Target('llvm').describe()}" in text
     assert re.search(r"\d+ measured, 0 failed, best [\d.]+ GFLOP/s", text)
     assert re.search(r"numpy\s+[\d.]+ GFLOP/s", text)
@@ -117,7 +90,7 @@ def test_05_tunes_an_operator_and_a_suite_resumes_and_applies_the_best():
 def test_07_a_user_rule_and_mutator_change_the_space_and_the_tuning():
     nb = _run("07_extend_the_search_space.ipynb")
     _no_errors(nb)
-    text = _text(nb)
+    text = text_of(nb)
     assert "1 sketch(es), decision space 1 (1)" in text       # the default: one program
     assert "1 sketch(es), decision space 49 (49)" in text     # 7 x 7 tilings of 1024
     assert text.count("- max abs error 0.0") == 2
@@ -131,5 +104,5 @@ def test_07_a_user_rule_and_mutator_change_the_space_and_the_tuning():
     assert set(runs) == {"default space", "+ TileSpatial2D", "+ rule + DoubleOrHalveTile"}
     assert int(runs["default space"]) <= 2                    # nothing else to measure
     assert int(runs["+ TileSpatial2D"]) == int(runs["+ rule + DoubleOrHalveTile"]) == 8
-    assert "for i_0 in parallel(" in text and "x the default space's time" in text
+    assert "for i_0 in parallel(" in text and "x faster than the default space" in text
     assert _count(nb, "image/png") >= 1
