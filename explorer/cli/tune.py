@@ -28,7 +28,7 @@ def add_arguments(p) -> None:
     what.add_argument("--op", default=None, help="operator name (default gemm); see "
                       "explorer.ops.registry")
     what.add_argument("--suite", default=None, help="a suite shipped with explorer "
-                      "(resnet18, bert_base, mlp) or a suite JSON file")
+                      "(resnet18, bert_base, mobilenet_v2, mlp) or a suite JSON file")
     p.add_argument("--shape", default=None, help="comma-separated shape parameters in the "
                    "operator's order, e.g. 1024,1024,1024 for gemm M,N,K (default 1024^3 gemm)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
