@@ -49,7 +49,8 @@ class Tally:
     none: int = 0                       # the mutator found nothing to change
     reasons: Counter = field(default_factory=Counter)
     by_mutator: dict = field(default_factory=dict)   # name -> [tried, valid]
-    over_limits: list = field(default_factory=list)  # valid schedules the lowered code refutes
+    over_limits: list = field(default_factory=list)  # valid children the lowered code refutes
+    parents_over: list = field(default_factory=list)  # the same of the sampled parents
     examples: list = field(default_factory=list)     # the first ``keep`` valid children
     seconds: float = 0.0
 
@@ -69,7 +70,8 @@ class Tally:
     def as_json(self) -> dict:
         return {"tried": self.tried, "valid": self.valid, "share": self.share, "none": self.none,
                 "by_mutator": self.by_mutator, "reasons": dict(self.reasons.most_common()),
-                "over_limits": self.over_limits, "seconds": round(self.seconds, 2)}
+                "over_limits": self.over_limits, "parents_over": self.parents_over,
+                "seconds": round(self.seconds, 2)}
 
 
 class _Recorder:
@@ -131,7 +133,7 @@ def measure(wl, target, mutations: int, seed: int, parents: int = 20, each: bool
     rng = random.Random(seed)
     weighted = Tally()
     for sch in drawn:
-        _check_limits(sch, sp.target, weighted, check_limits)
+        _check_limits(sch, sp.target, weighted.parents_over, check_limits)
     for k in range(mutations):
         child = sp.mutate(drawn[k % len(drawn)].trace, rng)
         if child is None:
@@ -162,15 +164,15 @@ def _judge(sp, child, mutator: str, tally: Tally, check_limits: bool):
     sch = sp.apply(child)
     tally.add(mutator, sch is not None, reason_kind(sp.last_error))
     if sch is not None:
-        _check_limits(sch, sp.target, tally, check_limits)
+        _check_limits(sch, sp.target, tally.over_limits, check_limits)
     return sch
 
 
-def _check_limits(sch, target, tally: Tally, check: bool) -> None:
+def _check_limits(sch, target, out: list, check: bool) -> None:
     if check and target.is_gpu:
         broken = over_limits(gpu_limits_of_lowered(lower(sch)), target)
         if broken:
-            tally.over_limits.append(broken)
+            out.append(broken)
 
 
 # ------------------------------------------------------------ limits read from lowered code
@@ -256,8 +258,9 @@ def report(results: dict, target) -> str:
         for reason, count in reasons.most_common(5):
             lines.append(f"  fail {name:14s} {count:4d} x {reason}")
         over = w.over_limits + [x for t in direct.values() for x in t.over_limits]
-        if over:
-            lines.append(f"  OVER LIMITS {name}: {len(over)}, e.g. {over[0]}")
+        if over or w.parents_over:
+            lines.append(f"  OVER LIMITS {name}: {len(over)} valid children, "
+                         f"{len(w.parents_over)} parents, e.g. {(over or w.parents_over)[0]}")
     return "\n".join(lines)
 
 
