@@ -5,7 +5,7 @@
     explorer tune --op gemm --trials 256 --runner dask://HOST:8786
 
 The worker detects its target (this CPU, its vector width, its cores; add
-``--target "cuda -arch=sm_90"`` on a GPU machine) and declares the Dask resources
+``--target cuda`` on a GPU machine: its architecture is read from the device) and declares the Dask resources
 ``measure=1`` and one tag per target (``llvm-znver4-avx512``), so it measures one
 candidate at a time, and only for its targets. It runs under a Dask nanny (a
 worker process that dies is started again) and rejoins the scheduler when that
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import sys
 
 from ..errors import ExplorerError, MeasureError, UsageError
@@ -56,8 +57,28 @@ def targets_from_args(texts) -> list:
         except ExplorerError as e:
             raise UsageError(f"--target {text!r}: {e}") from None
         check_buildable(t)
-        targets.append(t)
+        targets.append(_with_device_arch(t, text))
     return targets
+
+
+_ARCH = "from explorer.backends.cuda.runtime import device_arch; print(device_arch())"
+
+
+def _with_device_arch(target, text: str):
+    """A cuda target given without ``-arch`` gets this machine's GPU's architecture
+    (asked in a child process, so this one holds no CUDA context)."""
+    from ..errors import BuildError
+    from ..target import as_target
+    if target.kind != "cuda" or "-arch" in text:
+        return target
+    p = subprocess.run([sys.executable, "-c", _ARCH], capture_output=True, text=True,
+                       timeout=120)
+    arch = p.stdout.strip()
+    if p.returncode != 0 or not arch.startswith("sm_"):
+        why = (p.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise BuildError(f"--target {text!r}: the CUDA device's architecture cannot be read "
+                         f"here ({why}); give it, e.g. --target 'cuda -arch=sm_90'")
+    return as_target(f"{text} -arch={arch}")
 
 
 def main(args) -> int:
