@@ -186,6 +186,12 @@ def _plain(e: Expr) -> bool:
     return out
 
 
+def linear_form(e: Expr) -> tuple[dict, int]:
+    """(atom -> coefficient, constant) of ``e`` as ``simplify`` sees it (no ranges);
+    shared: do not change the dict."""
+    return _lin(e, None)
+
+
 def lin_diff(a: Expr, b: Expr) -> tuple[dict, int]:
     """``_lin(Sub(a, b))`` (no ranges) without building the node: ``simplify(a - b)`` is
     ``_from_lin(*lin_diff(a, b))``, a constant exactly when the terms are empty."""

@@ -4,7 +4,7 @@ reverse_compute_inline, and the region-covering loop nests they share.
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..ir.arith import NonAffine, int_bounds, simplify
+from ..ir.arith import NonAffine, int_bounds, linear_form, simplify
 from ..ir.expr import LE, LT, Var, all_of, const
 from ..ir.functor import REMOVE, replace_loads, substitute
 from ..ir.index import index_of
@@ -30,9 +30,21 @@ def all_ranges(func) -> dict:
 
 def access_sites(realize: BlockRealize, indices_list: list, below: list, relaxed: list) -> list:
     """Index tuples in loop variables, each with the loops that vary."""
-    bind = {iv.var.name: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
     ranged = {lp.var.name: (0, lp.extent - 1) for lp in list(below) + list(relaxed)}
-    return [(tuple(simplify(substitute(i, bind)) for i in idx), ranged) for idx in indices_list]
+    return [(_in_loop_vars(realize, idx), ranged) for idx in indices_list]
+
+
+def _in_loop_vars(realize: BlockRealize, idx: tuple) -> tuple:
+    """``idx`` (indices in the block's iteration variables) in loop variables, simplified;
+    kept on the realize per index tuple of its block."""
+    memo = realize.__dict__.setdefault("_sites", {})
+    hit = memo.get(id(idx))
+    if hit is not None and hit[0] is idx:
+        return hit[1]
+    bind = {iv.var.name: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+    out = tuple(simplify(substitute(i, bind)) for i in idx)
+    memo[id(idx)] = (idx, out)
+    return out
 
 
 def relaxed_loops(path: list, scope: str) -> list:
@@ -138,22 +150,25 @@ def _inputs(func, block) -> set:
 def compute_at(func, block: str, loop: str):
     """Move producer ``block`` under ``loop``, computing only what the consumers
     there need per iteration."""
-    prod, dims, region, out, first_consumer = _planned(func, block, loop)
+    prod, dims, region, out, first_consumer, sites = _planned(func, block, loop)
+    if region is None:   # checked analysable, not yet computed
+        region = _region_or_fail(sites, prod.block.body.buffer, func, "compute_at", loop)
     nest = cover_nest(prod.block, dims, region, func, all_ranges(func))
     return insert_in(out, loop, first_consumer, nest)
 
 
 def can_compute_at(func, block: str, loop: str) -> bool:
     """Would ``compute_at(func, block, loop)`` succeed? Its checks alone: the loop nest
-    it would build and insert is not built."""
+    it would build and insert is not built, and the region it would cover is only
+    computed when it is not plainly analysable."""
     try:
-        _planned(func, block, loop)
+        _planned(func, block, loop, need_region=False)
     except ScheduleError:
         return False
     return True
 
 
-def _planned(func, block: str, loop: str) -> tuple:
+def _planned(func, block: str, loop: str, need_region: bool = False) -> tuple:
     """``_compute_at_plan``, kept on the (immutable) function for the last (block, loop)
     asked: ``sample_compute_location`` checks the place ``compute_at`` then uses."""
     key = (block, loop)
@@ -163,7 +178,7 @@ def _planned(func, block: str, loop: str) -> tuple:
             raise memo[1]
         return memo[1]
     try:
-        plan = _compute_at_plan(func, block, loop)
+        plan = _compute_at_plan(func, block, loop, need_region)
     except ScheduleError as e:
         func.__dict__["_compute_at_plan"] = (key, e)
         raise
@@ -171,10 +186,33 @@ def _planned(func, block: str, loop: str) -> tuple:
     return plan
 
 
-def _compute_at_plan(func, block: str, loop: str) -> tuple:
+def _analysable(sites: list, func) -> bool:
+    """Is the region of ``sites`` surely analysable (``union_region`` not None)? True when
+    every index is a sum of constant multiples of the function's loop variables: then no
+    bound can fail. False: not known without computing it."""
+    loops = index_of(func).loops
+    for idx, _ in sites:
+        for e in idx:
+            terms, _ = linear_form(simplify(e))
+            if not all(type(a) is Var and a.name in loops for a in terms):
+                return False
+    return True
+
+
+def _without(func, block: str):
+    """``remove_block(func, block)``, kept on ``func`` for the last block asked (every
+    loop tried for a compute location removes the same block)."""
+    memo = func.__dict__.get("_without")
+    if memo is None or memo[0] != block:
+        memo = func.__dict__["_without"] = (block, remove_block(func, block))
+    return memo[1]
+
+
+def _compute_at_plan(func, block: str, loop: str, need_region: bool = True) -> tuple:
     """compute_at's checks and what it needs to build the nest: (producer realize, its
-    iteration variables' buffer dims, the region needed per iteration of ``loop``,
-    the function without the producer, where the nest goes under ``loop``)."""
+    iteration variables' buffer dims, the region needed per iteration of ``loop`` (None
+    when not ``need_region`` and surely analysable), the function without the producer,
+    where the nest goes under ``loop``, the consumers' access sites)."""
     prod, ppath = find_block(func, block, "compute_at")
     target, lpath = find_loop(func, loop, "compute_at")
     if any(lp.var.name == loop for lp in loops_of(ppath)):
@@ -204,8 +242,10 @@ def _compute_at_plan(func, block: str, loop: str) -> tuple:
         if r.block.name in consumers:
             sites += access_sites(r, [ld.indices for ld in loads_of(r.block, buf.name)],
                                   loops_of(rpath), relaxed)
-    region = _region_or_fail(sites, buf, func, "compute_at", loop)
-    out = remove_block(func, block)
+    region = None
+    if need_region or not _analysable(sites, func):
+        region = _region_or_fail(sites, buf, func, "compute_at", loop)
+    out = _without(func, block)
     kids = children(find_loop(out, loop)[0].body)
     first_consumer = _index_of(kids, set(consumers), last=False)
     inputs = _inputs(out, prod.block)
@@ -215,7 +255,7 @@ def _compute_at_plan(func, block: str, loop: str) -> tuple:
     if last_producer is not None and last_producer >= first_consumer:
         raise ScheduleError(f"compute_at: under loop {loop!r} an input of {block!r} is produced "
                             "after its consumers start; move that producer first")
-    return prod, dims, region, out, first_consumer
+    return prod, dims, region, out, first_consumer, sites
 
 
 def reverse_compute_at(func, block: str, loop: str):
