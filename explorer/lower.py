@@ -49,7 +49,8 @@ from .ir.expr import EQ, Buffer, BufferLoad, Expr, IntImm, all_of, conjuncts, co
 from .ir.region import full_region, union_region
 from .ir.functor import (collect_loads, expr_vars, replace_loads, substitute, transform_stmt,
                          walk_stmt)
-from .ir.stmt import (Allocate, BlockRealize, BufferStore, For, IfThenElse, PrimFunc, Stmt, seq)
+from .ir.stmt import (Allocate, BlockRealize, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt,
+                      seq)
 
 
 def lower(func) -> PrimFunc:
@@ -74,7 +75,6 @@ def _lower_blocks(s: Stmt, ranges: dict) -> Stmt:
         return s.with_(body=_lower_blocks(s.body, inner))
     if isinstance(s, BlockRealize):
         return _lower_realize(s, ranges)
-    from .ir.stmt import SeqStmt
     if isinstance(s, SeqStmt):
         return seq([_lower_blocks(x, ranges) for x in s.stmts])
     raise LowerError(f"unexpected {type(s).__name__} in a scheduled function")

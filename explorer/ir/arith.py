@@ -12,7 +12,7 @@ from __future__ import annotations
 from .expr import (Add, BinaryOp, BufferLoad, Call, Cast, CmpOp, Expr, FloatImm, FloorDiv,
                    FloorMod, IntImm, Max, Min, Mul, Not, Select, Sub, Var, And, Or, LT, LE,
                    EQ, NE, const)
-from .functor import expr_children, rebuild_expr
+from .functor import expr_children, expr_vars, rebuild_expr
 
 
 class NonAffine(Exception):
@@ -315,7 +315,6 @@ def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     """Bounds of ``e`` as ``ranged`` vars (name -> (lo, hi)) vary; others stay symbolic.
     Kept on the node per ranges of its own variables (all the answer depends on):
     lowering asks again for each place it tries to allocate a buffer."""
-    from .functor import expr_vars
     key = tuple(sorted((v, ranged[v]) for v in expr_vars(e) if v in ranged))
     memo = e.__dict__.setdefault("_sym_bounds", {})
     out = memo.get(key)
@@ -359,7 +358,6 @@ def _add_scaled(acc: tuple, lin: tuple, coeff: int) -> tuple:
 
 
 def _atom_bounds(atom: Expr, ranged: dict) -> tuple[Expr, Expr]:
-    from .functor import expr_vars
     names = expr_vars(atom)
     if not names & ranged.keys():
         return atom, atom
@@ -390,7 +388,6 @@ def _atom_bounds(atom: Expr, ranged: dict) -> tuple[Expr, Expr]:
 def linear_coeff(e: Expr, var: str):
     """c such that ``e == base + c * var`` with ``base`` free of ``var``; None if not affine
     in ``var`` (used for strides of accesses and vector lanes)."""
-    from .functor import expr_vars
     if isinstance(e, Var):
         return 1 if e.name == var else 0
     if isinstance(e, IntImm):

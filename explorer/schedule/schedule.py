@@ -24,7 +24,8 @@ from ..ir.stmt import BlockRealize, For, PrimFunc
 from . import block_prims, cache_prims, layout_prims, loop_prims, reduction_prims, sampling
 from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from .trace import Instruction, Trace
-from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_under, writers)
+from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_under,
+                   replace_block, replace_loop, writers)
 from ..ir.index import index_of
 
 
@@ -379,7 +380,6 @@ class Schedule:
                      [target, ann_key], [])
 
     def _set_ann(self, target, key, value, prim):
-        from .tree import replace_block, replace_loop
         if isinstance(target, LoopRV):
             name = self._loop(target, prim)
             node, _ = find_loop(self.func, name, prim)

@@ -36,7 +36,15 @@ def block_names(func: PrimFunc) -> list:
 
 
 def realizes_under(stmt: Stmt) -> list:
-    """(BlockRealize, ancestors within ``stmt``) pairs, in execution order."""
+    """(BlockRealize, ancestors within ``stmt``) pairs, in execution order (kept on the
+    immutable ``stmt``: loops shared by successive functions are walked once)."""
+    cached = stmt.__dict__.get("_realizes")
+    if cached is None:
+        cached = stmt.__dict__["_realizes"] = tuple(_realizes_under(stmt))
+    return list(cached)
+
+
+def _realizes_under(stmt: Stmt) -> list:
     out = []
     stack = [(stmt, ())]
     while stack:
