@@ -40,7 +40,9 @@ class CudaKernel(Kernel):
 
     def _emulator(self):
         from .emulate import load
-        return load(self.module)
+        runner = load(self.module)
+        self.compile_seconds = getattr(runner, "compile_seconds", 0.0)
+        return runner
 
     def _device(self):
         try:
