@@ -57,6 +57,8 @@ def test_04_the_cost_model_learns_from_the_example_database():
     transfer = _floats(r"after C9's \d+ records ([\d.]+)", text)
     assert len(alone) == len(transfer) >= 3
     assert transfer[0] > 0.6                                # C9's records rank C6 at once
+    carried = _floats(r"trained on C9's records only ([\d.]+)", text)
+    assert len(carried) == 1 and carried[0] > 0.6          # the trees themselves transfer
     rounds = re.findall(r"round \d+: \d+ samples after it; rank accuracy", text)
     assert rounds                                           # the live tuner's model
     assert _count(nb, "image/png") >= 5
