@@ -242,7 +242,8 @@ def test_cache_read_compute_at_and_inline_on_conv2d():
 
 
 def test_gpu_target_offers_bind_and_runs_in_the_interpreter_with_a_note(gemm):
-    ex = ScheduleExplorer(gemm, target="cuda", repeats=1)
+    measurer = InteractiveMeasurer("cuda", interactive_config(repeats=1), emulate=False)
+    ex = ScheduleExplorer(gemm, target="cuda", repeats=1, measurer=measurer)
     assert ex.panel.rows["bind"].layout.display != "none"
     ex.tile(["i", "j"], [8, 16])
     ex.select(loop="i_0")
@@ -259,6 +260,7 @@ def test_gpu_target_offers_bind_and_runs_in_the_interpreter_with_a_note(gemm):
     ex.close()
     assert r.ok and r.backend == "interp" and "interpreter" in r.note
     assert r.max_abs_error < 1e-3 and "interpreter" in ex.result.value
+    measurer.close()
 
 
 def test_code_api_mirrors_the_schedule_and_copy_button(ex, gemm):

@@ -6,6 +6,12 @@
     ex.panel.buttons["vectorize"].click()  # ...or through the controls
     ex.run().summary()
 
+On a ``cuda`` target the code view has a CUDA C tab, the pictures show which block
+and thread compute each output element, each kernel's shared memory and registers
+against the target's limits and the footprint against the GPU's memory levels, and
+Run runs the generated CUDA C: on the GPU through pycuda, or where there is none on
+the host emulator (checked against numpy; "emulated: correctness only, no GPU time").
+
 Thin wiring only: state and logic live in :class:`widgets.explorer_state.ExplorerState`,
 pictures in :mod:`widgets.plots`; Run measures through the engine's
 ``explorer.measure.InteractiveMeasurer`` (a worker process: a kernel that
@@ -46,8 +52,8 @@ class ScheduleExplorer:
     """
 
     def __init__(self, obj, target="llvm", repeats: int = 5, pictures: bool = False,
-                 measurer=None):
-        self.state = st = ExplorerState(obj, target, repeats, measurer)
+                 measurer=None, compile_checks: bool = True):
+        self.state = st = ExplorerState(obj, target, repeats, measurer, compile_checks)
         self.code, self.tree = CodeView(st), LoopTreeView(st)
         self.panel, self.trace = PrimitivePanel(st), TraceView(st)
         self.undo_button = self._button("undo", "undo", lambda: st.undo())
@@ -56,6 +62,8 @@ class ScheduleExplorer:
         self.run_button.button_style = "success"
         self.result = w.HTML(layout=w.Layout(flex="1 1 auto"))
         self.result.add_class("se-result")
+        self.gpu_status = w.HTML()
+        self.gpu_status.add_class("se-gpu-status")
         self.figure = LiveFigure(self._draw_pictures, 2, 2, figsize=(11, 9),
                                  margins=dict(left=0.07, right=0.97, bottom=0.07, top=0.96,
                                               wspace=0.3, hspace=0.5))
@@ -67,6 +75,7 @@ class ScheduleExplorer:
         self.widget = self._layout()
         st.observe(self._on_state_changed)
         self._refresh_bar()
+        self.gpu_status.value = gpu_status_html(st, usage=False)
         if pictures:
             self._on_pictures_changed({"new": True})
 
@@ -87,7 +96,8 @@ class ScheduleExplorer:
         top = w.HBox([self.tree.widget, self.code.widget],
                      layout=w.Layout(align_items="flex-start"))
         self.code.widget.layout.flex = "1 1 auto"
-        box = w.VBox([head, top, self.panel.widget, bar, self.trace.widget, self.pictures_box])
+        box = w.VBox([head, top, self.panel.widget, bar, self.gpu_status, self.trace.widget,
+                      self.pictures_box])
         box.add_class("se-explorer")
         return box
 
@@ -162,6 +172,8 @@ class ScheduleExplorer:
     def _on_state_changed(self, what: str) -> None:
         if what in ("schedule", "run"):
             self._refresh_bar()
+        if what == "schedule" and self.state.is_gpu and not self.pictures_toggle.value:
+            self.gpu_status.value = gpu_status_html(self.state, usage=False)
         if self.pictures_toggle.value and what in ("schedule", "selection", "run"):
             self._request_pictures()
 
@@ -196,12 +208,26 @@ class ScheduleExplorer:
     def _draw_pictures(self, axes) -> None:
         st = self.state
         sch = st.schedule
+        if st.is_gpu:
+            self._draw_gpu_pictures(axes)
+            return
         _guarded(axes[0], lambda ax: plots.plot_tiling(ax, sch, st.selected_block,
                                                        legend="below"))
         _guarded(axes[1], lambda ax: plots.plot_loop_tree(ax, sch))
         _guarded(axes[2], lambda ax: plots.plot_memory_footprint(ax, sch, st.target,
                                                                  st.selected_block))
         _guarded(axes[3], self._draw_roofline)
+
+    def _draw_gpu_pictures(self, axes) -> None:
+        """Who computes what, resources against the limits, the footprint against the
+        GPU's levels, the loop tree; the status line says what is over a limit."""
+        st = self.state
+        self.gpu_status.value = gpu_status_html(st)
+        _guarded(axes[0], lambda ax: _view(ax, st.thread_map(), plots.plot_thread_map))
+        _guarded(axes[1], lambda ax: _view(ax, st.gpu_usage(), plots.plot_gpu_usage))
+        _guarded(axes[2], lambda ax: plots.plot_memory_footprint(ax, st.schedule, st.target,
+                                                                 st.selected_block))
+        _guarded(axes[3], lambda ax: plots.plot_loop_tree(ax, st.schedule))
 
     def _draw_roofline(self, ax) -> None:
         """The roofline once a run has placed a kernel on it (the roof is measured at the
@@ -232,13 +258,74 @@ for _name in STEPS:
     setattr(ScheduleExplorer, _name, _forward(_name))
 
 
+def _view(ax, got, draw) -> None:
+    """Draw a GPU view, or the engine's message when there is none."""
+    value, err = got
+    if value is None:
+        raise _NoView(err)
+    draw(ax, value)
+
+
+class _NoView(Exception):
+    pass
+
+
+def gpu_status_html(state, usage: bool = True) -> str:
+    """One line on a cuda target: each kernel's launch, shared memory and registers
+    against the limits (where the figures come from), or what is over a limit, or why
+    there is no kernel yet. ``usage=False``: only the kernels' launches (no compile),
+    the resources being shown with the pictures."""
+    if not state.is_gpu:
+        return ""
+    if not usage:
+        kernel, err = state.cuda_kernel()
+        if kernel is None:
+            return (f'<span class="se-gpu-problem" style="color:#b71c1c">\u26a0 '
+                    f"{html.escape(err)}</span>")
+        launches = "; ".join(f"<code>{html.escape(la.name)}</code>: grid {tuple(la.grid)}, "
+                             f"block {tuple(la.block)}" for la in kernel.launches)
+        return (f"{launches} <small style=\"color:#8d6e63\">(shared memory and registers "
+                "against the limits: turn on the pictures)</small>")
+    usage, err = state.gpu_usage()
+    if usage is None:
+        return (f'<span class="se-gpu-problem" style="color:#b71c1c">\u26a0 '
+                f"{html.escape(err)}</span>")
+    parts = []
+    for k in usage.kernels:
+        problem = k.problem or _over_limit(k)
+        if problem:
+            parts.append(f'<span class="se-gpu-problem" style="color:#b71c1c">\u26a0 '
+                         f"{html.escape(problem)}</span>")
+        else:
+            est = " (estimate)" if k.source != "ptxas" else ""
+            parts.append(f"<code>{html.escape(k.kernel)}</code>: grid {k.grid}, block "
+                         f"{k.block}, {k.shared_bytes} B shared of {k.shared_limit}, "
+                         f"{k.registers} registers{est} of {k.register_limit}")
+    if usage.note:
+        parts.append(f'<small style="color:#8d6e63">{html.escape(usage.note)}</small>')
+    return "<br>".join(parts)
+
+
+def _over_limit(k) -> str | None:
+    if k.shared_bytes > k.shared_limit:
+        return (f"kernel {k.kernel!r} needs {k.shared_bytes} bytes of shared memory per "
+                f"block, over the limit of {k.shared_limit}: use smaller shared tiles")
+    if k.registers > k.register_limit:
+        how = "ptxas reports" if k.source == "ptxas" else "it needs about"
+        return (f"kernel {k.kernel!r}: {how} {k.registers} registers per thread, over the "
+                f"{k.register_limit} a block of {k.threads} threads may use: use smaller "
+                "register tiles or fewer threads")
+    return None
+
+
 def _guarded(ax, draw) -> None:
     try:
         draw(ax)
     except Exception as e:  # one picture that cannot be drawn must not hide the others
         ax.clear()
         ax.axis("off")
-        ax.text(0.5, 0.5, f"cannot draw: {e}", ha="center", va="center", wrap=True, fontsize=9)
+        text = str(e) if isinstance(e, _NoView) else f"cannot draw: {e}"
+        ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9)
 
 
 def result_html(r, current: bool = True) -> str:

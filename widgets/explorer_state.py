@@ -10,6 +10,12 @@ worker process, started at the first Run and kept) builds, checks and times the
 schedule as the tuner does; a kernel that crashes or hangs comes back as a
 failed result and the next Run gets a fresh worker.
 
+On a ``cuda`` target it also gives the GPU views, each computed once per schedule
+by the engine: the generated CUDA C (``cuda_source``), which block and thread
+write each output element (``thread_map``) and what each kernel uses against
+the target's limits (``gpu_usage``); each comes with the engine's message instead
+when it cannot be had (nothing bound yet, an illegal binding).
+
 Loops and blocks are named by their names in the printed loop nest; the
 view-model turns names into the schedule's handles (``get_block`` /
 ``get_loops`` when it has none yet), so the trace stays replayable.
@@ -18,7 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from explorer import BlockRV, Schedule, Trace, Workload, ops
+from explorer import BlockRV, Schedule, Trace, Workload, build, ops
+from explorer.backends.cuda.thread_map import thread_map
+from explorer.space.gpu_usage import gpu_usage
 from explorer.target import as_target
 from explorer.errors import ExplorerError, ScheduleError
 from explorer.ir.loop_tree import block_infos, loop_infos
@@ -119,8 +127,10 @@ class ExplorerState:
     """
 
     def __init__(self, obj, target="llvm", repeats: int = 5,
-                 measurer: InteractiveMeasurer | None = None):
+                 measurer: InteractiveMeasurer | None = None, compile_checks: bool = True):
         sch, self.workload = _as_start(obj)
+        self.compile_checks = compile_checks     # ask ptxas for the GPU usage (if here)
+        self._gpu_cache: dict = {}
         self.target = measurer.target if measurer is not None else as_target(target)
         self.repeats = repeats
         self._measurer = measurer
@@ -203,6 +213,57 @@ class ExplorerState:
     @property
     def can_redo(self) -> bool:
         return bool(self._redo)
+
+    # ------------------------------------------------------------ GPU views
+    @property
+    def is_gpu(self) -> bool:
+        return self.target.is_gpu
+
+    def _gpu_view(self, what: str, make):
+        """(value, None) or (None, the engine's message) of one view of the current
+        schedule, computed once per schedule value."""
+        func = self.func
+        key = (what, id(func))
+        hit = self._gpu_cache.get(key)
+        if hit is None or hit[0] is not func:
+            try:
+                hit = (func, make(), None)
+            except ExplorerError as e:
+                hit = (func, None, str(e))
+            except Exception as e:  # an engine bug must not break the explorer
+                hit = (func, None, f"internal error ({type(e).__name__}): {e}")
+            if len(self._gpu_cache) > 32:
+                self._gpu_cache.clear()
+            self._gpu_cache[key] = hit
+        return hit[1], hit[2]
+
+    def cuda_kernel(self):
+        """(the current schedule built for the cuda target, None) or (None, why not)."""
+        if not self.is_gpu:
+            return None, f"the target is {self.target.kind}, not cuda"
+        return self._gpu_view("kernel", lambda: build(self.schedule, self.target))
+
+    def cuda_source(self):
+        """(the CUDA C of the current schedule, None) or (None, why there is none)."""
+        kernel, err = self.cuda_kernel()
+        return (kernel.source, None) if kernel is not None else (None, err)
+
+    def thread_map(self):
+        """(``ThreadMap`` of the output: which block and thread write each element, from
+        the lowered program, None) or (None, why not)."""
+        kernel, err = self.cuda_kernel()
+        if kernel is None:
+            return None, err
+        return self._gpu_view("thread_map", lambda: thread_map(kernel))
+
+    def gpu_usage(self):
+        """(``GpuUsage``: shared memory per block and registers per thread of each kernel
+        against the target's limits, None) or (None, why not)."""
+        kernel, err = self.cuda_kernel()
+        if kernel is None:
+            return None, err
+        return self._gpu_view("usage", lambda: gpu_usage(kernel, self.target,
+                                                         compile=self.compile_checks))
 
     # ------------------------------------------------------------ selection
     def select_loop(self, name: str | None) -> None:

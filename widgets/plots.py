@@ -143,10 +143,13 @@ def _blocks_directly_under(lp, loops) -> list:
 
 def plot_memory_footprint(ax, obj, target=None, block: str | None = None):
     """Bars: bytes each buffer of ``block`` touches in one run of each loop (outermost
-    left), against the target's L1/L2/L3 sizes (default: this host's). Returns the
+    left), against the target's memory levels (default: this host's): L1/L2/L3 on a
+    CPU; on a cuda target the GPU's registers per thread, shared memory per block and,
+    above them, global memory (thread-bound loops carry their tag). Returns the
     footprints (:func:`explorer.ir.footprint.footprints`)."""
     target = as_target(target or "llvm")
-    fps = footprints(func_of(obj), block)
+    func = func_of(obj)
+    fps = footprints(func, block)
     names = list(fps[0].bytes) if fps else []
     x = np.arange(len(fps))
     bottom = np.zeros(len(fps))
@@ -154,19 +157,153 @@ def plot_memory_footprint(ax, obj, target=None, block: str | None = None):
         vals = np.array([fp.bytes[name] for fp in fps], dtype=float)
         ax.bar(x, vals, bottom=bottom, color=LEVEL_COLORS[n % len(LEVEL_COLORS)], label=name)
         bottom += vals
-    for label, size, style in (("L1", target.l1_bytes, ":"), ("L2", target.l2_bytes, "--"),
-                               ("L3", target.l3_bytes, "-.")):
+    levels = memory_levels(target)
+    for label, size, style in levels:
         ax.axhline(size, color="black", ls=style, lw=1)
         ax.text(len(fps) - 0.5, size, f" {label} {_human(size)}", va="bottom", ha="right",
                 fontsize=8)
     ax.set_yscale("log")
     ax.set_ylim(bottom=max(1.0, min((fp.total for fp in fps), default=2) / 2))
+    if target.is_gpu:
+        top = max(ax.get_ylim()[1], levels[-1][1] * 4)
+        ax.set_ylim(top=top)
+        ax.axhspan(levels[-1][1], top, color="#eeeeee", zorder=0)
+        ax.text(len(fps) - 0.5, top / 1.5, "global memory ", va="top", ha="right", fontsize=8,
+                color="#555555")
     _byte_ticks(ax.yaxis, ax.get_ylim())
-    ax.set_xticks(x, [f"{fp.loop}\n[{fp.extent}]" for fp in fps], fontsize=8)
+    tags = {lp.name: _short_tag(lp.thread) for lp in loop_infos(func) if lp.kind == "thread"}
+    ax.set_xticks(x, [f"{fp.loop}\n[{fp.extent}]" + (f"\n{tags[fp.loop]}" if fp.loop in tags
+                                                     else "") for fp in fps], fontsize=8)
     ax.set_ylabel("bytes per run of the loop")
-    ax.set_title("memory footprint per loop level")
+    ax.set_title("memory footprint per loop level" + (" (GPU levels)" if target.is_gpu else ""))
     ax.legend(fontsize=8)
     return fps
+
+
+def _short_tag(tag: str) -> str:
+    return tag.replace("blockIdx", "blk").replace("threadIdx", "thr").replace("vthread", "vthr")
+
+
+def memory_levels(target) -> list:
+    """(label, bytes, line style) of the memory levels a footprint is set against: the
+    caches of a CPU target; a cuda target's register file of one thread (4-byte
+    registers) and shared memory of one block (global memory lies above both)."""
+    target = as_target(target)
+    if target.is_gpu:
+        return [("registers/thread", 4 * target.max_registers_per_thread, ":"),
+                ("shared/block", target.max_shared_memory_per_block, "--")]
+    return [("L1", target.l1_bytes, ":"), ("L2", target.l2_bytes, "--"),
+            ("L3", target.l3_bytes, "-.")]
+
+
+def plot_thread_map(ax, tmap, block: int = 0):
+    """The output coloured by the block that computes each element, with the threads of
+    ``block`` outlined and shaded inside it (``tmap``: an
+    ``explorer.backends.cuda.thread_map.ThreadMap``, read from the lowered program).
+    A buffer of more than two dimensions shows its last two (the others at 0).
+    Returns ``{"blocks": colours drawn, "threads": thread ids inside the block,
+    "box": the block's (row0, col0, row1, col1)}``."""
+    from matplotlib.colors import ListedColormap
+    bid, tid = tmap.block_id, tmap.thread_id
+    while bid.ndim > 2:
+        bid, tid = bid[0], tid[0]
+    if bid.ndim == 1:
+        bid, tid = bid[None, :], tid[None, :]
+    rows, cols = bid.shape
+    colors = ListedColormap([_cycle(k) for k in range(20)])
+    shown = np.ma.masked_where(bid < 0, bid % 20)
+    ax.imshow(shown, cmap=colors, vmin=-0.5, vmax=19.5, interpolation="nearest",
+              extent=(0, cols, rows, 0), alpha=0.45, aspect="equal")
+    mine = bid == block
+    out = {"blocks": int(np.unique(bid[bid >= 0]).size), "threads": [], "box": None}
+    if mine.any():
+        r, c = np.nonzero(mine)
+        r0, r1, c0, c1 = r.min(), r.max() + 1, c.min(), c.max() + 1
+        out["box"] = (int(r0), int(c0), int(r1), int(c1))
+        sub = np.where(mine, tid, -1)[r0:r1, c0:c1]
+        out["threads"] = sorted(int(t) for t in np.unique(sub[sub >= 0]))
+        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor="black",
+                               lw=2.2))
+        small = (r1 - r0) * (c1 - c0) * 24 < rows * cols
+        target = ax.inset_axes([0.5, 0.03, 0.47, 0.47]) if small else ax
+        _draw_threads(target, sub, r0, c0, r1, c1)
+        if small:
+            target.set_title(f"block {tmap.block_coords(block)} enlarged", fontsize=8)
+            target.tick_params(labelsize=7)
+            target.set_facecolor("white")
+            target.set_zorder(5)
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_xlabel(f"{tmap.buffer} column")
+    ax.set_ylabel(f"{tmap.buffer} row")
+    ax.set_title(f"who computes {tmap.buffer}: {tmap.num_blocks} blocks x "
+                 f"{tmap.threads_per_block} threads (colour: block;\noutlined: the threads of "
+                 f"block {tmap.block_coords(block)}, numbered by linear threadIdx)", fontsize=9)
+    return out
+
+
+def _draw_threads(ax, sub, r0, c0, r1, c1) -> None:
+    """One block's threads: shaded by thread id, outlined, numbered where they fit."""
+    from matplotlib.colors import ListedColormap
+    tcolors = ListedColormap([_cycle(2 * k + 1) for k in range(10)])
+    ax.imshow(np.ma.masked_less(sub % 10, 0), cmap=tcolors, vmin=-0.5, vmax=9.5,
+              interpolation="nearest", extent=(c0, c1, r1, r0), aspect="equal", alpha=0.8)
+    ax.add_collection(LineCollection(_edges(sub, r0, c0), colors="black", linewidths=0.6))
+    ids = np.unique(sub[sub >= 0])
+    if len(ids) <= 256:
+        size = 7 if len(ids) <= 64 else 5
+        for t in ids:
+            rr, cc = np.nonzero(sub == t)
+            ax.text(c0 + (cc.min() + cc.max() + 1) / 2, r0 + (rr.min() + rr.max() + 1) / 2,
+                    str(int(t)), ha="center", va="center", fontsize=size)
+    ax.set_xlim(c0, c1)
+    ax.set_ylim(r1, r0)
+
+
+def _edges(ids: np.ndarray, r0: int, c0: int) -> list:
+    """Segments between neighbouring cells of different ids (and around the owned cells)."""
+    pad = np.pad(ids, 1, constant_values=-1)
+    segs = []
+    vr, vc = np.nonzero(pad[1:-1, :-1] != pad[1:-1, 1:])       # vertical edges
+    for r, c in zip(vr, vc):
+        if pad[r + 1, c] >= 0 or pad[r + 1, c + 1] >= 0:
+            segs.append([(c0 + c, r0 + r), (c0 + c, r0 + r + 1)])
+    hr, hc = np.nonzero(pad[:-1, 1:-1] != pad[1:, 1:-1])       # horizontal edges
+    for r, c in zip(hr, hc):
+        if pad[r, c + 1] >= 0 or pad[r + 1, c + 1] >= 0:
+            segs.append([(c0 + c, r0 + r), (c0 + c + 1, r0 + r)])
+    return segs
+
+
+def plot_gpu_usage(ax, usage):
+    """Bars per kernel: shared memory per block and registers per thread as a share of
+    the target's limits (the line at 100%), from ptxas or estimated (hatched, said in the
+    label). ``usage``: an ``explorer.space.gpu_usage.GpuUsage``. Returns the bars'
+    ``(label, used, limit)``."""
+    bars = []
+    for k in usage.kernels:
+        est = " (estimate)" if k.source != "ptxas" else ""
+        bars.append((f"{k.kernel}\nshared/block", k.shared_bytes, k.shared_limit, "",
+                     _human(k.shared_bytes) + " of " + _human(k.shared_limit)))
+        bars.append((f"{k.kernel}\nregisters/thread{est}", k.registers, k.register_limit, est,
+                     f"{k.registers} of {k.register_limit}"))
+    y = np.arange(len(bars))[::-1]
+    for yy, (label, used, limit, est, text) in zip(y, bars):
+        share = used / limit if limit else 0.0
+        color = "#c62828" if share > 1 else "#2e7d32" if share < 0.75 else "#ef6c00"
+        ax.barh(yy, min(share, 1.5) * 100, color=color, alpha=0.75,
+                hatch="//" if est else None, edgecolor="black" if est else color)
+        ax.text(min(share, 1.5) * 100 + 2, yy, text, va="center", fontsize=8)
+    ax.axvline(100, color="black", lw=1.2)
+    ax.text(100, len(bars) - 0.4, " limit", fontsize=8, va="bottom")
+    ax.set_yticks(y, [b[0] for b in bars], fontsize=8)
+    ax.set_xlim(0, 160)
+    ax.set_ylim(-0.6, len(bars) - 0.2)
+    ax.set_xlabel("% of the target's limit")
+    arch = getattr(usage.target, "arch", "") or "cuda"
+    src = "estimated (no ptxas here)" if usage.estimated else "ptxas"
+    ax.set_title(f"GPU resources per kernel on {arch} ({src})", fontsize=10)
+    return [(b[0], b[1], b[2]) for b in bars]
 
 
 def _byte_ticks(axis, lim) -> None:

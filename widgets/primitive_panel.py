@@ -57,7 +57,9 @@ class PrimitivePanel:
         self.tile_factors = w.Text(description="factors", placeholder="8, 16", layout=lay)
         self.reorder_loops = w.Text(description="order", layout=w.Layout(width="300px"))
         self.fuse_loops = w.Text(description="loops", layout=w.Layout(width="220px"))
-        self.bind_axis = w.Dropdown(options=THREAD_TAGS, description="axis", layout=lay)
+        self.bind_axis = w.Dropdown(options=THREAD_TAGS, description="axis",
+                                    layout=w.Layout(width="210px"))
+        self.bind_axis.add_class("se-bind-axis")
         fit = {"description_width": "initial"}
         self.cache_buffer = w.Dropdown(description="read", layout=lay, style=fit)
         self.cache_scope = w.Dropdown(options=SCOPES, value="global", description="scope",

@@ -20,7 +20,9 @@ unscheduled program on the same target and in the same worker, and, for an
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides (``explorer.measure.baselines``,
 as ``explorer tune`` does), so the speed-ups compare like with like. A target
 that cannot build a schedule here (a GPU target on a machine without one) falls
-back to the interpreter, with a note saying so.
+back to the interpreter, with a note saying so. A ``cuda`` target where no GPU can
+run (no pycuda or no driver) runs the generated CUDA C on the host emulator instead:
+checked against the reference, its time is no GPU time (``emulated``, :data:`EMULATED`).
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from .runner import LocalRunner
 
 HANDLERS = "explorer.measure.jobs,explorer.measure.roofline"
 EMPTY_TRACE = {"version": 1, "insts": [], "decisions": []}   # the unscheduled program
+EMULATED = "emulated: correctness only, no GPU time"
 
 
 def interactive_config(repeats: int = 5, **changes) -> RunConfig:
@@ -63,6 +66,11 @@ class InteractiveResult:
     def ok(self) -> bool:
         """Built, checked correct and timed."""
         return self.result.ok
+
+    @property
+    def emulated(self) -> bool:
+        """Ran on the host emulator of the CUDA C: checked, but its time is no GPU time."""
+        return bool(getattr(self.result, "emulated", False))
 
     @property
     def seconds(self) -> float | None:
@@ -110,6 +118,8 @@ class InteractiveResult:
         """The time of a successful run, its GFLOP/s and speed-ups, each as text
         (``"1.234 ms"``, ``"27.18 GFLOP/s"``, ``"8.10x vs naive"``...): one wording for
         :meth:`summary` and the notebook's Run bar."""
+        if self.emulated:
+            return [EMULATED]
         parts = [f"{self.seconds * 1e3:.3f} ms"]
         if self.gflops is not None:
             parts.append(f"{self.gflops:.2f} GFLOP/s")
@@ -146,13 +156,17 @@ class InteractiveMeasurer(PoolOwner):
     ``target``: where kernels run. ``config``: the timing protocol (default
     :func:`interactive_config`). ``fallback``: the target used when ``target``
     cannot build a schedule here (None: report the build error). ``numpy``:
-    measure numpy's time on library operators for comparison. Use from one
-    thread; ``close()`` (or ``with``) ends the worker.
+    measure numpy's time on library operators for comparison. ``emulate``: run a
+    ``cuda`` target's kernels on the host emulator (None: when no GPU can run them
+    here). Use from one thread; ``close()`` (or ``with``) ends the worker.
     """
 
     def __init__(self, target="llvm", config: RunConfig | None = None,
-                 fallback: str | None = "interp", numpy: bool = True):
+                 fallback: str | None = "interp", numpy: bool = True,
+                 emulate: bool | None = None):
         self.target = as_target(target)
+        self.emulate = self.target.kind == "cuda" and (
+            _no_gpu(self.target) if emulate is None else bool(emulate))
         self.config = config or interactive_config()
         self.fallback = as_target(fallback) if fallback else None
         self.compare_numpy = numpy
@@ -181,6 +195,8 @@ class InteractiveMeasurer(PoolOwner):
                     f"in the {_backend_name(self.fallback)} instead")
             target = self.fallback
             result = self._run(wl, trace, target, seed, fault)
+        if result.ok and getattr(result, "emulated", False):   # no time to compare
+            return InteractiveResult(result, target.kind, note=note, checked_by=wl.checked_by)
         if _is_naive(sch, wl) and result.ok:
             self._naive[(wl.key, str(target))] = result
         out = InteractiveResult(result, target.kind, note=note, checked_by=wl.checked_by)
@@ -238,12 +254,24 @@ class InteractiveMeasurer(PoolOwner):
         return kept
 
     def _run(self, wl, trace, target, seed: int, fault) -> MeasureResult:
+        emulate = {"emulate": True} if self.emulate and target.kind == "cuda" else {}
         inp = MeasureInput.from_workload(wl, trace, target, seed=seed, fault=fault,
-                                         check_seed=self.config.seed)
+                                         check_seed=self.config.seed, **emulate)
         return self.runner.run_one(inp)
 
 def _backend_name(target) -> str:
     return "interpreter" if target.kind == "interp" else target.kind
+
+
+def _no_gpu(target) -> bool:
+    """No GPU can run ``target``'s kernels here (pycuda or the driver missing)."""
+    from ..backends import check_buildable
+    from ..errors import BuildError
+    try:
+        check_buildable(target)
+    except BuildError:
+        return True
+    return False
 
 
 def _is_naive(sch, wl) -> bool:
