@@ -14,6 +14,18 @@ mid-write leaves at most one torn last line, which loading skips with a
 warning. Loading only parses JSON; nothing is executed. A tuning run resumes
 from what the directory holds; databases merge; ``best`` takes the target into
 account.
+
+A record of a ``cuda`` candidate run on the host emulator (``Tuner(...,
+emulate=True)``) is marked ``emulated: true``: its ``run_secs`` hold the host
+seconds of its one checked emulated run, a marker that the generated CUDA C ran
+and equalled numpy, never a GPU time. Such records are kept apart from real
+measurements: they have their own key (an emulated and a measured record of one
+trace both stay), ``best`` and ``ranked`` leave them out unless asked for them
+(``emulated=True``, then in the order they were measured: emulation says nothing
+of speed), and a tuning run resumes from (and its cost model learns from) the
+records of its own kind only. ``resources`` holds what ptxas reported per kernel
+(registers, spills, shared memory) where a cuda kernel was compiled. Records
+written before these fields existed load as measured, with no resources.
 """
 from __future__ import annotations
 
@@ -49,6 +61,8 @@ class TuningRecord:
     build_secs: float | None = None
     meta: dict = field(default_factory=dict)
     error_kind: str | None = None   # build, crash, wrong, timeout, cutoff... (None: ok)
+    emulated: bool = False      # run on the host emulator of the CUDA C: no GPU time
+    resources: dict | None = None   # kernel name -> what ptxas reported (cuda)
     retime_secs: tuple = ()     # from retimes.jsonl, not written with the record
     retime_error: str | None = None   # a later run of it failed (wrong result...)
 
@@ -67,8 +81,8 @@ class TuningRecord:
 
     @property
     def key(self) -> tuple:
-        """(workload, target, trace): one record per key in a database."""
-        return (self.workload, target_key(self.target), trace_key(self.trace))
+        """(workload, target, trace, emulated): one record per key in a database."""
+        return (self.workload, target_key(self.target), trace_key(self.trace), self.emulated)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -94,7 +108,8 @@ class TuningRecord:
             strategy=d.get("strategy", ""), round=d.get("round", -1),
             trial=d.get("trial", -1), seed=d.get("seed", 0),
             predicted=d.get("predicted"), build_secs=d.get("build_secs"),
-            meta=dict(d.get("meta") or {}), error_kind=_error_kind(d))
+            meta=dict(d.get("meta") or {}), error_kind=_error_kind(d),
+            emulated=bool(d.get("emulated", False)), resources=d.get("resources"))
 
 
 def _error_kind(d: dict) -> str | None:
@@ -105,13 +120,17 @@ def _error_kind(d: dict) -> str | None:
     return d.get("error_kind") or d["error"].split(":", 1)[0].strip() or "error"
 
 
-def ranked(records) -> list:
+def ranked(records, emulated: bool = False) -> list:
     """The correct records, fastest first, those with re-timings before the others: a
     tuning run ends by timing its fastest few again, and a record that was only
     measured once (a lucky quiet second among hundreds of measurements) must not
     pass them on the strength of that one measurement. Without re-timings: by
-    seconds alone."""
-    ok = [r for r in records if r.ok]
+    seconds alone. Emulated records are left out; with ``emulated=True`` only they
+    are kept, in the order they were measured (trial), since emulation measures no
+    speed."""
+    ok = [r for r in records if r.ok and r.emulated == emulated]
+    if emulated:
+        return sorted(ok, key=lambda r: r.trial)
     return sorted(ok, key=lambda r: (not r.retime_secs, r.seconds))
 
 
@@ -128,7 +147,7 @@ def _check_secs(run_secs, what: str) -> tuple:
 def _retime_from_json(d) -> tuple:
     """(record key, run times or the error string) of a line of retimes.jsonl that the
     schema has accepted (``validate_retime``)."""
-    key = (d["workload"], target_key(d["target"]), trace_key(d["trace"]))
+    key = (d["workload"], target_key(d["target"]), trace_key(d["trace"]), False)
     if isinstance(d.get("error"), str):
         return key, d["error"]
     return key, _check_secs(d.get("run_secs"), "run_secs")
@@ -321,6 +340,9 @@ class Database:
                                 "commit it first")
         if not self._records[self._keys[key]].ok:
             raise DatabaseError("commit_retime: a failed record has no run times to add to")
+        if record.emulated:
+            raise DatabaseError("commit_retime: an emulated record has no GPU time to add to; "
+                                "re-time real measurements only")
         if (run_secs is None) == (error is None):
             raise DatabaseError("commit_retime: give run_secs or an error, not both")
         item = str(error) if error is not None else \
@@ -338,10 +360,12 @@ class Database:
             line.update({"error": item} if isinstance(item, str) else {"run_secs": list(item)})
             _append_line(self.retimes_file, line)
 
-    def record(self, workload, target, trace: dict) -> TuningRecord | None:
-        """The record of ``trace`` for this workload and target, or None."""
+    def record(self, workload, target, trace: dict,
+               emulated: bool = False) -> TuningRecord | None:
+        """The record of ``trace`` for this workload and target (its emulated record with
+        ``emulated=True``), or None."""
         key = workload if isinstance(workload, str) else workload.key
-        i = self._keys.get((key, target_key(target), trace_key(trace)))
+        i = self._keys.get((key, target_key(target), trace_key(trace), emulated))
         return None if i is None else self._records[i]
 
     def merge(self, *others) -> int:
@@ -369,25 +393,29 @@ class Database:
     def workloads(self) -> list:
         return list(self._workloads.values())
 
-    def records(self, workload=None, target=None) -> list:
+    def records(self, workload=None, target=None, emulated: bool | None = None) -> list:
+        """The records of ``workload`` and ``target`` (None: all); ``emulated`` True or
+        False keeps only emulated or only measured ones (None: both)."""
         key = None if workload is None else workload if isinstance(workload, str) else workload.key
         tgt = None if target is None else target_key(target)
         return [r for r in self._records
-                if (key is None or r.workload == key) and (tgt is None or target_key(r.target) == tgt)]
+                if (key is None or r.workload == key) and (tgt is None or target_key(r.target) == tgt)
+                and (emulated is None or r.emulated == emulated)]
 
-    def has(self, workload, target, trace: dict) -> bool:
+    def has(self, workload, target, trace: dict, emulated: bool = False) -> bool:
         key = workload if isinstance(workload, str) else workload.key
-        return (key, target_key(target), trace_key(trace)) in self._keys
+        return (key, target_key(target), trace_key(trace), emulated) in self._keys
 
-    def best(self, workload, target, k: int = 1) -> list:
+    def best(self, workload, target, k: int = 1, emulated: bool = False) -> list:
         """The ``k`` fastest correct records for this workload and target (re-timed
-        ones first: see ``ranked``)."""
-        return ranked(self.records(workload, target))[:k]
+        ones first: see ``ranked``). Emulated records never count as measurements:
+        ``emulated=True`` asks for them alone (in the order they ran)."""
+        return ranked(self.records(workload, target), emulated)[:k]
 
-    def best_schedule(self, workload, target):
+    def best_schedule(self, workload, target, emulated: bool = False):
         """The best trace replayed on a fresh schedule of ``workload`` (a Workload)."""
         from .schedule import Schedule, Trace
-        top = self.best(workload, target)
+        top = self.best(workload, target, emulated=emulated)
         if not top:
             raise DatabaseError(f"no correct record for {getattr(workload, 'key', workload)} on "
                                 f"{target} in {self.path}; tune it first")
@@ -398,12 +426,12 @@ class Database:
         import pandas as pd
         rows = []
         for r in self._records:
-            sec = r.seconds if r.ok else None
+            sec = r.seconds if r.ok and not r.emulated else None
             fl = (flops or {}).get(r.workload)
             rows.append({"workload": r.workload, "target": r.target, "trial": r.trial,
                          "round": r.round, "strategy": r.strategy, "seconds": sec,
                          "gflops": fl / sec / 1e9 if fl and sec else None,
                          "retimed": len(r.retime_secs), "error": r.error or r.retime_error,
                          "predicted": r.predicted, "feature_version": r.feature_version,
-                         "trace": r.trace})
+                         "emulated": r.emulated, "trace": r.trace})
         return pd.DataFrame(rows)

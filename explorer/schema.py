@@ -337,7 +337,23 @@ _RECORD_FIELDS = {   # field -> (required, check, what it must be)
     "meta": (False, lambda x: x is None or isinstance(x, dict), "an object"),
     "error_kind": (False, lambda x: x is None or (isinstance(x, str) and 0 < len(x) <= 64),
                    "null or the kind of the error (build, crash, wrong, timeout...)"),
+    "emulated": (False, lambda x: isinstance(x, bool),
+                 "true (run on the host emulator of the CUDA C: no GPU time) or false"),
+    "resources": (False, lambda x: x is None or _resources(x),
+                  "null or an object of kernel name -> {registers, spill_stores, "
+                  "spill_loads, shared_bytes, local_bytes: ints >= 0}"),
 }
+
+RESOURCE_FIELDS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "local_bytes")
+
+
+def _resources(x) -> bool:
+    """What ptxas reported per kernel, as a record holds it (``MeasureResult.resources``)."""
+    return (isinstance(x, dict) and len(x) <= MAX_LIST
+            and all(isinstance(k, str) and 0 < len(k) <= MAX_STR and isinstance(v, dict)
+                    and set(v) <= set(RESOURCE_FIELDS)
+                    and all(_is_int(n, 0, 2 ** 31) for n in v.values())
+                    for k, v in x.items()))
 
 
 def validate_record(obj, where: str = "record") -> None:

@@ -5,7 +5,18 @@
 
 The workload is a library op, a user's ``Workload`` (``Workload.from_te``), or a
 PrimFunc or Schedule (tuned as a workload checked against its unscheduled
-program). ``runner="dask://HOST:PORT"`` measures on Dask workers
+program).
+
+On a ``cuda`` target the workers compile each candidate with nvcc, reject those
+over the device's limits (ptxas's registers and shared memory) before they run,
+and time the rest on the GPU through pycuda (the tuner refuses up front, saying
+what is missing, where there is no pycuda or driver). ``emulate=True`` runs the
+same path on a machine without a GPU: sample, generate the CUDA C, compile it with
+nvcc when present (without it the tuner says so once and only emulates), run it
+on the host emulator and check it against numpy. Emulation measures no speed:
+its records are marked ``emulated`` and kept apart from GPU measurements (see
+``explorer.database``); the search is told only which candidates ran correctly
+(every correct one costs the same), and the best is the first correct one. ``runner="dask://HOST:PORT"`` measures on Dask workers
 (``explorer.measure.dask_runner``) instead of worker processes on this machine.
 
 Every stage emits an event on ``tuner.events`` (see ``explorer.events``):
@@ -54,6 +65,7 @@ class TuneResult:
     history: list = field(default_factory=list)   # best GFLOP/s after each trial
     rounds: list = field(default_factory=list)    # per-round model metrics
     retimed: list = field(default_factory=list)   # the top candidates timed again at the end
+    emulated: bool = False     # run on the host emulator: no seconds, no GFLOP/s
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -93,7 +105,7 @@ class Tuner:
                  cost_model="xgb", database=None, seed: int = 0, batch_size: int = 32,
                  config=None, space=None, early_stopping: int | None = None,
                  seed_expert: bool = True, measurer=None, retime_top: int = 4,
-                 retime_rounds: int = 3, runner=None):
+                 retime_rounds: int = 3, runner=None, emulate: bool = False):
         if not isinstance(trials, int) or trials < 1:
             raise ExplorerError(f"trials must be a positive int, got {trials!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -107,7 +119,10 @@ class Tuner:
         self.target = as_target(target)
         from .measure.runner_choice import parse_runner
         self.runner = runner
-        if parse_runner(runner) is None:    # a remote runner's workers build, not this host
+        self.emulate = bool(emulate)
+        if self.emulate:
+            _check_emulation(self.target, parse_runner(runner))
+        elif parse_runner(runner) is None:    # a remote runner's workers build, not this host
             from .backends import check_buildable
             check_buildable(self.target)
         self.trials = trials
@@ -145,7 +160,7 @@ class Tuner:
         if self.database is None:
             return []
         self.database.commit_workload(self.workload)
-        done = self.database.records(self.workload, str(self.target))
+        done = self.database.records(self.workload, str(self.target), emulated=self.emulate)
         scheds, costs = [], []
         for rec in done:
             sch = self.space.apply(Trace.from_json(rec.trace))
@@ -182,7 +197,7 @@ class Tuner:
         ok = [r for r in done if r.ok]
         cut = sum(r.error_kind == "cutoff" for r in done)
         self.state = TunerState(trial=len(done), failed=len(done) - len(ok) - cut, cutoff=cut,
-                                ok=list(ok), best=(ranked(ok) or [None])[0])
+                                ok=list(ok), best=(ranked(ok, self.emulate) or [None])[0])
         self.history: list = []
         self.rounds: list = []
         self.strategy.pre_tuning(self.context)
@@ -223,12 +238,13 @@ class Tuner:
         wl, st = self.workload, self.state
         self.strategy.post_tuning()
         b = st.best
+        timed = b is not None and not self.emulate
         result = TuneResult(
             workload={"op": wl.name, "params": dict(wl.params), "dtype": wl.dtype,
                       "key": wl.key},
             target=str(self.target), trials=st.trial, measured=st.measured,
-            failed=st.failed, best_seconds=b.seconds if b else None,
-            best_gflops=wl.flops / b.seconds / 1e9 if b else None,
+            failed=st.failed, best_seconds=b.seconds if timed else None,
+            best_gflops=wl.flops / b.seconds / 1e9 if timed else None, emulated=self.emulate,
             tuning_seconds=time.perf_counter() - self._start, trace=b.trace if b else None,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
             rounds=self.rounds, cutoff=st.cutoff,
@@ -246,7 +262,7 @@ class Tuner:
         best anew. Returns [(trial, seconds before, seconds after), ...]."""
         st = self.state
         top = sorted(st.ok, key=lambda r: r.seconds)[:self.retime_top]
-        if len(top) < 2 or not self.retime_rounds:
+        if len(top) < 2 or not self.retime_rounds or self.emulate:
             return []
         wl = self.workload
         self.events.emit(Retiming(wl.key, len(top), self.retime_rounds))
@@ -292,6 +308,9 @@ class Tuner:
         return replace(rec, retime_secs=rec.retime_secs + tuple(secs))
 
     def _make_measurer(self):
+        if self.emulate:
+            from .measure import Measurer
+            return Measurer(self.target, self.config, emulate=True)
         from .measure.runner_choice import open_measurer
         return open_measurer(self.runner, self.target, self.config)
 
@@ -306,7 +325,7 @@ class Tuner:
         improved = False
         for sch, res, pred in zip(cands, results, preds):
             trace = sch.trace.as_json()
-            secs = res.median_secs if res.ok else None
+            secs = res.median_secs if res.ok and not res.emulated else None
             rec = TuningRecord(
                 workload=wl.key, target=tgt, trace=trace,
                 run_secs=tuple(res.run_secs) if res.ok else None,
@@ -314,7 +333,8 @@ class Tuner:
                 error_kind=None if res.ok else res.error_kind,
                 feature_version=_feature_version(), strategy=self.strategy.name, round=rnd,
                 trial=state.trial, seed=self.seed,
-                predicted=None if pred is None else float(pred), build_secs=res.build_secs)
+                predicted=None if pred is None else float(pred), build_secs=res.build_secs,
+                emulated=self.emulate, resources=res.resources)
             if self.database is not None:
                 self.database.commit_record(rec)
             if rec.ok:
@@ -327,13 +347,15 @@ class Tuner:
             cut = rec.error_kind == "cutoff"
             state.cutoff += cut
             state.failed += not res.ok and not cut
-            costs.append(secs if secs else math.inf)
-            if res.ok and (state.best is None or ranked([state.best, rec])[0] is rec):
+            costs.append(secs if secs else EMULATED_COST if res.ok else math.inf)
+            if res.ok and (state.best is None
+                           or ranked([state.best, rec], self.emulate)[0] is rec):
                 state.best = rec
                 improved = True
-                self.events.emit(NewBest(wl.key, rec.trial, secs, gflops, trace))
+                if secs:
+                    self.events.emit(NewBest(wl.key, rec.trial, secs, gflops, trace))
             b = state.best
-            history.append(wl.flops / b.seconds / 1e9 if b else 0.0)
+            history.append(wl.flops / b.seconds / 1e9 if b and not b.emulated else 0.0)
         state.stale = 0 if improved else state.stale + 1
         metrics = _model_metrics(preds, costs)
         if self.cost_model is not None:
@@ -344,6 +366,29 @@ class Tuner:
                                       metrics["rank_accuracy"], metrics["top_k_recall"],
                                       _importance(self.cost_model)))
         return {"round": rnd, **metrics}
+
+
+# The cost of every correct emulated candidate: emulation tells the search which
+# candidates run correctly, not which are fast.
+EMULATED_COST = 1.0
+
+
+def _check_emulation(target, remote) -> None:
+    """Raise unless ``target`` can be tuned on the host emulator here; warn once when
+    nvcc is missing (candidates are then emulated without compile checks)."""
+    if target.kind != "cuda":
+        raise ExplorerError(f"emulate=True runs the generated CUDA C on the host emulator; "
+                            f"target {target} is not a cuda target (use 'cuda' or "
+                            "'cuda -arch=sm_80')")
+    if remote is not None:
+        raise ExplorerError("emulate=True runs on this machine's worker processes; leave "
+                            "runner as 'local'")
+    from .backends.cuda.emulate import find_compiler
+    find_compiler()
+    from .measure.cuda_jobs import compiler_note
+    note = compiler_note()
+    if note:
+        warnings.warn(note)
 
 
 # A re-timing that finds the result wrong or the kernel failing makes the candidate

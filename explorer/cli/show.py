@@ -5,6 +5,10 @@
 ``--source`` rebuilds each best schedule from its record and prints the kernel's
 code: CUDA C for a ``cuda`` target (generation needs no GPU), the LLVM IR the code
 generator emitted for ``llvm``; ``--asm`` prints the machine code LLVM makes of it.
+
+Records of candidates run on the host emulator (``explorer tune --emulate``) are
+shown on their own row, marked ``(emulated)``, with no time or GFLOP/s (emulation
+measures none): their "best" is the first that ran correctly.
 """
 from __future__ import annotations
 
@@ -91,7 +95,8 @@ def _code_lines(db, workload_key: str, record, asm: bool) -> str:
     except ExplorerError as e:
         return f"    (this record's kernel cannot be rebuilt here: {e})"
     what = "assembly" if asm else {"cuda": "CUDA C", "llvm": "LLVM IR"}.get(target.kind, "code")
-    return f"--- {what} of the best {workload_key} on {record.target}\n{text.rstrip()}\n---"
+    which = "first correct (emulated)" if record.emulated else "best"
+    return f"--- {what} of the {which} {workload_key} on {record.target}\n{text.rstrip()}\n---"
 
 
 def main(args) -> int:
@@ -102,7 +107,7 @@ def main(args) -> int:
     groups = defaultdict(list)
     for r in db.records():
         if want is None or r.target in (want, args.target):
-            groups[(r.workload, r.target)].append(r)
+            groups[(r.workload, r.target, r.emulated)].append(r)
     if not groups:
         targets = sorted({r.target for r in db.records()})
         print(f"{args.db}: no records" + (f" for target {want}; targets here: "
@@ -111,15 +116,20 @@ def main(args) -> int:
     entries = {w["key"]: w for w in db.workloads()}
     print(f"{'workload':60s} {'target':28s} {'trials':>6s} {'failed':>6s} {'best ms':>9s} "
           f"{'GFLOP/s':>8s} {'runs':>5s}")
-    for (wk, tgt), recs in sorted(groups.items()):
+    for (wk, tgt, emulated), recs in sorted(groups.items()):
         ok = [r for r in recs if r.ok]
-        best = ranked(ok)[0] if ok else None
-        fl = _flops(entries.get(wk, {}))
-        ms = best.seconds * 1e3 if best else float("nan")
-        gf = fl / best.seconds / 1e9 if best and fl else float("nan")
-        runs = len(best.run_secs) + len(best.retime_secs) if best else 0
-        print(f"{wk[:60]:60s} {tgt[:28]:28s} {len(recs):6d} {len(recs) - len(ok):6d} "
-              f"{ms:9.3f} {gf:8.1f} {runs:5d}")
+        best = (ranked(ok, emulated) or [None])[0]
+        if emulated:
+            tgt = f"{tgt} (emulated)"
+            print(f"{wk[:60]:60s} {tgt[:28]:28s} {len(recs):6d} {len(recs) - len(ok):6d} "
+                  f"{'emulated':>9s} {'-':>8s} {'-':>5s}")
+        else:
+            fl = _flops(entries.get(wk, {}))
+            ms = best.seconds * 1e3 if best else float("nan")
+            gf = fl / best.seconds / 1e9 if best and fl else float("nan")
+            runs = len(best.run_secs) + len(best.retime_secs) if best else 0
+            print(f"{wk[:60]:60s} {tgt[:28]:28s} {len(recs):6d} {len(recs) - len(ok):6d} "
+                  f"{ms:9.3f} {gf:8.1f} {runs:5d}")
         if args.trace and best:
             print(_trace_lines(best.trace))
         if (getattr(args, "source", False) or getattr(args, "asm", False)) and best:

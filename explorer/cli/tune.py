@@ -3,12 +3,19 @@
     explorer tune --op gemm --shape 1024,1024,1024 --trials 64 --seed 0 --db tuning_db
     explorer tune --suite resnet18 --trials 512 --db tuning_db --json result.json
     explorer tune --op gemm --trials 256 --runner dask://10.0.0.5:8786
+    explorer tune --op gemm --shape 64,64,64 --target cuda --emulate --trials 8
 
 Every measured candidate is appended to the database directory (``--db``), so
 an interrupted run resumes where it stopped when started again with the same
 arguments (the records held count toward ``--trials``; a run that finds them all
 there says so and measures nothing new); ``explorer show --db DIR`` prints the
 best schedule per workload.
+
+``--target cuda`` measures on the GPU through pycuda and refuses up front where
+pycuda or the driver is missing; ``--emulate`` runs the same path without a GPU
+(CUDA C compiled with nvcc where present and checked against the device's
+limits, run on the host emulator, checked against numpy): it finds which
+candidates are correct, records them marked ``emulated``, and measures no speed.
 """
 from __future__ import annotations
 
@@ -34,6 +41,9 @@ def add_arguments(p) -> None:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="other operator parameters, e.g. --param stride=2 --param padding=1")
     p.add_argument("--target", default="llvm", help="llvm (default), cuda, or a target string")
+    p.add_argument("--emulate", action="store_true", help="cuda only: run the generated CUDA "
+                   "C on the host emulator (no GPU needed): checks correctness, measures no "
+                   "speed; records are marked emulated")
     p.add_argument("--runner", default="local", help="where candidates are measured: local "
                    "(worker processes here, the default) or dask://HOST:PORT (Dask workers "
                    "started with explorer worker; needs the dask extra)")
@@ -81,16 +91,23 @@ def runner_from_args(text: str) -> str | None:
     return address
 
 
-def target_from_args(text: str, remote: bool = False):
+def target_from_args(text: str, remote: bool = False, emulate: bool = False):
     """The parsed ``--target``: UsageError for a bad string or a CPU LLVM does not know,
     BuildError (status 1) for a backend missing here (unless ``remote``: workers
-    elsewhere build it)."""
+    elsewhere build it, or ``emulate``: the host emulator runs the CUDA C)."""
     from ..backends import check_buildable
     from ..target import as_target, check_cpu
     try:
         target = as_target(text)
     except ExplorerError as e:
         raise UsageError(f"--target: {e}") from None
+    if emulate:
+        if target.kind != "cuda":
+            raise UsageError(f"--emulate runs CUDA C on the host emulator: give --target cuda "
+                             f"(or 'cuda -arch=sm_80'), not {text!r}")
+        if remote:
+            raise UsageError("--emulate runs on this machine: leave --runner as local")
+        return target
     if remote:
         return target
     try:    # before check_buildable, which also checks the CPU but as a BuildError
@@ -241,7 +258,10 @@ def main(args) -> int:
     from ..database import Database
     check_numbers(args)
     remote = runner_from_args(args.runner) is not None
-    target = target_from_args(args.target, remote)
+    emulate = getattr(args, "emulate", False)
+    target = target_from_args(args.target, remote, emulate)
+    if emulate and args.suite:
+        raise UsageError("--emulate tunes one operator (--op); a suite is tuned on a GPU")
     work = suite_from_args(args) if args.suite else workload_from_args(args)
     for wl in ([t.workload for t in work] if args.suite else [work]):
         check_fits(wl)
@@ -259,16 +279,33 @@ def _tune_one(args, wl, target, db, progress) -> int:
     from ..tune import Tuner
     tuner = Tuner(wl, target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
-                  batch_size=args.batch_size, retime_top=args.retime, runner=args.runner)
+                  batch_size=args.batch_size, retime_top=args.retime, runner=args.runner,
+                  emulate=getattr(args, "emulate", False))
     tuner.events.subscribe(BudgetNote([tuner], db, args.trials))
     tuner.events.subscribe(progress)
     res = tuner.run()
+    if res.emulated:
+        if args.json:
+            _write_json(args.json, res.as_json())
+        return _emulated_summary(res, db, wl, target)
     npg = None if args.no_numpy else _numpy_gflops(wl)
     out = _result_json(res, wl, npg)
     _print_summary([out])
     if args.json:
         _write_json(args.json, out)
     if res.best_seconds is None:
+        print(f"explorer tune: {_why_none(db, wl, target)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _emulated_summary(res, db, wl, target) -> int:
+    """What an emulated run found: how many candidates ran correctly, no speed."""
+    ok = len(db.best(wl, str(target), k=len(db), emulated=True))
+    print(f"{wl.key}: {ok} of {res.trials} candidates ran correctly on the host emulator of "
+          f"the CUDA C ({res.failed} failed); emulation measures no speed, so no time is "
+          f"given. The first correct kernel's CUDA C: explorer show --db {db.path} --source")
+    if res.trace is None:
         print(f"explorer tune: {_why_none(db, wl, target)}", file=sys.stderr)
         return 1
     return 0

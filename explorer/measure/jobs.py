@@ -37,9 +37,14 @@ class Failed(Exception):
 
 
 class Artifact:
-    def __init__(self, kernel, workload, build_secs: float, compile_secs: float):
+    def __init__(self, kernel, workload, build_secs: float, compile_secs: float, cuda=None):
         self.kernel, self.workload = kernel, workload
         self.build_secs, self.compile_secs = build_secs, compile_secs
+        self.cuda = cuda     # a cuda_jobs.CudaArtifact for a cuda target
+
+
+def _fail(kind: str, message: str):
+    raise Failed(kind, message)
 
 
 def _target(text: str):
@@ -75,13 +80,19 @@ def build_artifact(inp: MeasureInput, fresh: bool = False) -> Artifact:
         if fresh and target.kind == "llvm":
             from ..backends.llvm import clear_cache
             clear_cache()
-        kernel = build(sch, target)
+        kernel = build(sch, target, emulate=inp.emulate)
     except Exception as e:
         raise Failed("build", _describe(e, " (an engine bug: please report it with the "
                                         "trace)"))
+    cuda = None
+    if target.kind == "cuda":
+        from .cuda_jobs import build_cuda
+        t1 = time.perf_counter()
+        cuda = build_cuda(kernel, target, inp.emulate, _fail)
+        kernel.compile_seconds = time.perf_counter() - t1
     secs = time.perf_counter() - t0
     compile_secs = float(getattr(kernel, "compile_seconds", 0.0) or 0.0)
-    return Artifact(faults.wrap(kernel, inp.fault), wl, secs, compile_secs)
+    return Artifact(faults.wrap(kernel, inp.fault), wl, secs, compile_secs, cuda)
 
 
 def _store(art: Artifact) -> int:
@@ -150,6 +161,11 @@ def run_job(payload: dict, emit) -> dict:
             emit("built", **info)
         info["flops"] = art.workload.flops
         ref = _reference(art.workload, cfg.seed, inp.expected)
+        if art.cuda is not None:
+            info.update(resources=art.cuda.resources, emulated=art.cuda.emulated)
+            emit("running")
+            from .cuda_jobs import run_cuda
+            return {**info, **run_cuda(art.cuda, ref, cfg, _fail)}
         args = ref.fresh_args()
         try:
             call = fast_call(art.kernel, args)

@@ -31,11 +31,18 @@ def measure_env(threads: int) -> dict:
 
 
 class Measurer(PoolOwner):
-    """Builder + runner over one pool of ``workers`` processes (default: the target's cores)."""
+    """Builder + runner over one pool of ``workers`` processes (default: the target's
+    cores; for a cuda target the host's). ``emulate`` (cuda only): candidates run on
+    the host emulator of their CUDA C, checked against numpy, with no GPU time."""
 
     def __init__(self, target="llvm", config: RunConfig | None = None,
-                 workers: int | None = None):
+                 workers: int | None = None, emulate: bool = False):
         self.target = as_target(target)
+        if emulate and self.target.kind != "cuda":
+            from ..errors import MeasureError
+            raise MeasureError(f"emulate=True emulates CUDA C on the host; target "
+                               f"{self.target} is not a cuda target")
+        self.emulate = emulate
         self.config = config or RunConfig()
         cores = os.cpu_count() or 1
         threads = self.target.num_cores or cores
@@ -48,7 +55,7 @@ class Measurer(PoolOwner):
         """The ``MeasureInput`` of schedule ``sch`` for this measurer's target (a user's
         workload checked on the inputs of this measurer's ``config.seed``)."""
         return MeasureInput.from_schedule(sch, self.target, fault=fault,
-                                          check_seed=self.config.seed)
+                                          check_seed=self.config.seed, emulate=self.emulate)
 
     def measure(self, inputs: list, cutoff_secs: float | None = None) -> list:
         """Build all ``inputs`` in parallel, then run them one by one: a
@@ -77,7 +84,8 @@ class Measurer(PoolOwner):
         return self.runner.best_secs
 
 
-def measure(schedules: list, target="llvm", config: RunConfig | None = None) -> list:
+def measure(schedules: list, target="llvm", config: RunConfig | None = None,
+            emulate: bool = False) -> list:
     """Measure schedules once with a throw-away ``Measurer`` (notebooks, scripts)."""
-    with Measurer(target, config) as m:
+    with Measurer(target, config, emulate=emulate) as m:
         return m.measure_schedules(schedules)

@@ -53,6 +53,8 @@ class MeasureInput:
     ``"llvm -mcpu=znver4 -num-cores=2"``; ``seed`` seeds the schedule, which
     re-samples sampling instructions the trace left without a decision.
     ``fault`` injects a failure (see ``explorer.measure.faults``; tests only).
+    ``emulate`` (a ``cuda`` target only) runs the generated CUDA C on the host
+    emulator instead of a GPU: a correctness check whose time is no GPU time.
     """
     op: str
     params: tuple
@@ -63,13 +65,17 @@ class MeasureInput:
     fault: str | None = None
     workload_json: dict | None = field(default=None, hash=False)
     expected: str | None = None
+    emulate: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "params", tuple((str(k), _freeze(v)) for k, v in self.params))
+        if self.emulate and not self.target.startswith("cuda"):
+            raise MeasureError(f"emulate=True runs CUDA C on the host emulator; the target "
+                               f"{self.target!r} is not a cuda target")
 
     def __hash__(self):
         return hash((self.workload_key, json.dumps(self.trace, sort_keys=True),
-                     self.target, self.seed, self.fault, self.expected))
+                     self.target, self.seed, self.fault, self.expected, self.emulate))
 
     @property
     def workload_key(self):
@@ -80,17 +86,18 @@ class MeasureInput:
 
     @classmethod
     def from_schedule(cls, sch, target="llvm", fault: str | None = None,
-                      check_seed: int = 0) -> "MeasureInput":
+                      check_seed: int = 0, emulate: bool = False) -> "MeasureInput":
         """The input that measures schedule ``sch``: of a Workload, or of a PrimFunc
         (checked against its unscheduled program)."""
         from ..workload import as_workload
         wl = as_workload(sch, "MeasureInput.from_schedule")
         return cls.from_workload(wl, sch.trace.as_json(), target, seed=sch.seed, fault=fault,
-                                 check_seed=check_seed)
+                                 check_seed=check_seed, emulate=emulate)
 
     @classmethod
     def from_workload(cls, wl, trace, target="llvm", seed: int = 0,
-                      fault: str | None = None, check_seed: int = 0) -> "MeasureInput":
+                      fault: str | None = None, check_seed: int = 0,
+                      emulate: bool = False) -> "MeasureInput":
         """The input for workload ``wl`` scheduled by ``trace`` (a Trace or its JSON).
         A user's workload travels as its JSON, with its expected outputs for the
         inputs of ``make_args(check_seed)`` computed here, once."""
@@ -98,11 +105,12 @@ class MeasureInput:
         trace = trace.as_json() if hasattr(trace, "as_json") else trace
         target = str(as_target(target))
         if wl.library:
-            return cls(wl.name, wl.params, wl.dtype, trace, target, seed, fault)
+            return cls(wl.name, wl.params, wl.dtype, trace, target, seed, fault,
+                       emulate=emulate)
         from .expected import expected_file
         data = wl._cache.get("json") or wl._cache.setdefault("json", wl.to_json())
         return cls(wl.name, (), wl.dtype, trace, target, seed, fault, data,
-                   expected_file(wl, check_seed))
+                   expected_file(wl, check_seed), emulate)
 
     def workload(self):
         """Rebuild the Workload: ``ops.get(op, dtype=..., **params)`` for a library op,
@@ -131,6 +139,8 @@ class MeasureInput:
                "seed": self.seed, "fault": self.fault}
         if self.workload_json is not None:
             out.update(workload=self.workload_json, expected=self.expected)
+        if self.emulate:
+            out["emulate"] = True
         return out
 
     @classmethod
@@ -139,9 +149,11 @@ class MeasureInput:
             wl, expected = data.get("workload"), data.get("expected")
             if not isinstance(wl, (dict, type(None))) or not isinstance(expected, (str, type(None))):
                 raise TypeError("workload must be an object and expected a path")
+            if not isinstance(data.get("emulate", False), bool):
+                raise TypeError("emulate must be true or false")
             return cls(data["op"], tuple(data["params"].items()), data["dtype"], data["trace"],
                        data.get("target", "llvm"), int(data.get("seed", 0)), data.get("fault"),
-                       wl, expected)
+                       wl, expected, data.get("emulate", False))
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             raise MeasureError(f"a measure input needs op, params (an object), dtype and trace "
                                f"(and, for a workload not in the library, its JSON and expected "
@@ -185,6 +197,13 @@ class MeasureResult:
     (a cut-off candidate has it as a lower bound on its time). ``number`` is
     the count of calls per repeat; ``wall_secs`` the caller's wall time for
     this candidate, build included.
+
+    ``emulated``: the candidate ran on the host emulator of the CUDA C (its input's
+    ``emulate``), so ``run_secs`` holds the host seconds of that one checked run, a
+    marker that it ran and was correct, never a GPU time. ``resources``: for a cuda
+    kernel compiled with nvcc (or NVRTC), what ptxas reported per kernel name
+    (``registers``, ``spill_stores``, ``spill_loads``, ``shared_bytes``,
+    ``local_bytes``); None where unknown.
     """
     input: MeasureInput | None
     run_secs: tuple | None
@@ -197,6 +216,8 @@ class MeasureResult:
     number: int = 0
     flops: int = 0
     wall_secs: float = 0.0
+    emulated: bool = False
+    resources: dict | None = None
 
     @property
     def ok(self) -> bool:

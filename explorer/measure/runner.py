@@ -6,7 +6,8 @@ worker from its trace when there is no live artifact. The job reports its
 stages (built, running, first run checked) and each stage has a deadline:
 ``build_timeout`` until running; until the first run ends, the cutoff kill time
 when a cutoff applies, else ``run_timeout``; then what is left of ``run_timeout``.
-A worker that crashes or overruns is replaced and the candidate gets a failed
+A worker that crashes or overruns, or whose CUDA context a kernel's fault or hang
+lost (``replace_worker`` in its answer), is replaced and the candidate gets a failed
 ``MeasureResult``; the caller carries on.
 
 Cutoff: the runner remembers the best median per (workload, target) it has
@@ -37,8 +38,12 @@ class LocalRunner:
         self.best_secs: dict = {}
 
     def cutoff_for(self, inp: MeasureInput) -> float | None:
-        """The cutoff this runner would apply to ``inp`` now (None: none)."""
+        """The cutoff this runner would apply to ``inp`` now (None: none; none for a cuda
+        target, whose runs ``runtime.measure_cuda`` times without one, nor for an
+        emulated run, whose host seconds say nothing of speed)."""
         cfg = self.config
+        if inp.target.startswith("cuda"):
+            return None
         best = self.best_secs.get(workload_target_key(inp))
         if cfg.cutoff_factor is None or best is None:
             return None
@@ -64,7 +69,7 @@ class LocalRunner:
         if build is not None and result.build_secs is None:
             changes.update(build_secs=build.build_secs, compile_secs=build.compile_secs)
         result = replace(result, **changes)
-        if result.ok:
+        if result.ok and not result.emulated:
             key = workload_target_key(inp)
             self.best_secs[key] = min(self.best_secs.get(key, float("inf")), result.median_secs)
         return result
@@ -103,6 +108,8 @@ class LocalRunner:
             kind = "build_crash" if e.phase is None and artifact is None else "crash"
             stage = "building" if kind == "build_crash" else "running the kernel"
             return MeasureResult.failed(inp, kind, f"the worker crashed while {stage}: {e}")
+        if isinstance(msg.get("result"), dict) and msg["result"].get("replace_worker"):
+            w.restart()   # a CUDA fault or hang: this process's context is lost
         return result_from_message(inp, msg)
 
 
@@ -126,7 +133,8 @@ def result_from_message(inp: MeasureInput | None, msg: dict) -> MeasureResult:
     if "error" in msg:
         return MeasureResult.failed(inp, msg.get("error_kind", "internal"), msg["error"])
     r = dict(msg["result"])
-    keep = ("first_run_secs", "build_secs", "compile_secs", "max_abs_error", "flops", "number")
+    keep = ("first_run_secs", "build_secs", "compile_secs", "max_abs_error", "flops", "number",
+            "emulated", "resources")
     kw = {k: r[k] for k in keep if r.get(k) is not None}
     if "error" in r:
         return MeasureResult.failed(inp, r["error_kind"], r["error"], **kw)
