@@ -160,3 +160,109 @@ class Exercise:
         if self._measurer is not None and self._owns_measurer:
             self._measurer.close()
             self._measurer = None
+
+
+GPU_CHECKS = ("builds for cuda", "uses shared memory", "fits the device's limits",
+              "emulated run equals numpy", "race check passes")
+
+
+def gpu_hints_for(sch, check, shared: bool = True) -> tuple:
+    """What a GPU schedule still lacks, from ``check`` (a ``widgets.gpu_steps.GpuCheck``
+    of it): loops bound to blocks and threads, a shared-memory fetch under the reduction's
+    outer loop, that fetch bound to the threads, a barrier it cannot do without."""
+    func = sch.func
+    loops = loop_infos(func)
+    tags = {lp.thread for lp in loops if lp.kind == "thread"}
+    out = []
+    if not any(t.startswith("blockIdx") for t in tags) or not any(
+            t.startswith("threadIdx") for t in tags):
+        out.append("bind the outer spatial loops to blockIdx.x/y and the next ones to "
+                   "threadIdx.x/y: sch.bind(io, 'blockIdx.y'); sch.bind(ii, 'threadIdx.y')")
+    infos = block_infos(func)
+    fetches = [b for b in infos if b.writes.endswith("_shared")]
+    if shared and check.kernel is not None and check.shared_bytes == 0:
+        out.append("read A and B through shared memory: s = sch.cache_read(block, 0, "
+                   "'shared'); sch.compute_at(s, k_outer) with the reduction split as "
+                   "k_outer, k_inner and k_outer outside the thread tile's inner loops")
+    by_name = {lp.name: lp for lp in loops}
+    compute = next((b for b in infos if b.is_reduction), None)
+    for b in fetches:
+        own = [by_name[n] for n in b.loops if compute is None or n not in compute.loops]
+        if own and not any(lp.kind == "thread" for lp in own):
+            out.append(f"every thread runs all of {b.name}'s copy loops, so threads write the "
+                       "same elements: fuse its loops, split the fused loop by the block's "
+                       "thread counts and bind the pieces to threadIdx (a cooperative fetch)")
+    if check.race_error and "data race" in check.race_error and not out:
+        out.append("two threads touch one element between barriers: each output element "
+                   "needs one owner thread (a reduction loop bound to threads needs "
+                   "sch.annotate(block, 'cross_thread_reduction', 1))")
+    if check.usage is not None and not check.fits:
+        out.append("a kernel is over the device's limits (see the resources): fewer threads "
+                   "per block, smaller shared tiles or a smaller register tile per thread")
+    return tuple(out)
+
+
+class GpuExercise:
+    """A GPU goal on one operator: bind it to blocks and threads so that it (with
+    ``shared``) reads through shared memory, fits the limits of ``target`` (default: the
+    GPU here or the sm_90 preset), its emulated CUDA source equals numpy and the
+    interpreter's race check passes. Timed on the GPU where one is here."""
+
+    def __init__(self, workload, target=None, shared: bool = True, hint: str = ""):
+        from .gpu_steps import lesson_target
+        if not getattr(workload, "library", False):
+            raise WorkloadError(f"GpuExercise needs an explorer.ops operator (its numpy "
+                                f"reference checks the student's run), not {workload!r}")
+        self.workload, self.shared, self.hint = workload, shared, hint
+        if target is None:
+            self.target, self.device_note = lesson_target()
+        else:
+            self.target, self.device_note = as_target(target), "set by hand"
+        if self.target.kind != "cuda":
+            raise WorkloadError(f"GpuExercise runs on a cuda target, not {self.target}")
+
+    def schedule(self) -> Schedule:
+        """A fresh, unscheduled Schedule of the exercise's operator: start here."""
+        return Schedule(self.workload)
+
+    def check(self, sch, measure: bool = True) -> Verdict:
+        """Build ``sch`` for cuda, run its source on the emulator and the race-checking
+        interpreter against numpy, check its resources, and say what is wrong with hints.
+        ``fraction``: the share of the checks (``GPU_CHECKS``) it passes."""
+        from .gpu_steps import gpu_check
+        if not isinstance(sch, Schedule):
+            raise WorkloadError(f"check takes the Schedule you built (start from "
+                                f"exercise.schedule()), not {type(sch).__name__}")
+        if sch.original != self.workload.func:
+            raise WorkloadError(f"this schedule is of another operator "
+                                f"({sch.original.name}); the exercise is "
+                                f"{self.workload.key}: start from exercise.schedule()")
+        c = gpu_check(sch, self.workload, self.target, "exercise", measure=measure)
+        failures = []
+        if c.kernel is None:
+            failures.append(f"it does not build for cuda: {c.build_error}")
+        else:
+            if self.shared and c.shared_bytes == 0:
+                failures.append("it does not use shared memory")
+            if c.usage is not None and not c.fits:
+                over = [k.problem or f"{k.kernel} is over the limits" for k in c.usage.kernels
+                        if not k.fits]
+                failures.append("; ".join(over))
+            if c.emulated_error:
+                failures.append(f"its emulated run differs from numpy: {c.emulated_error}")
+            if c.race_error:
+                failures.append(f"the race check fails: {c.race_error}")
+        passed = len(GPU_CHECKS) - (len(GPU_CHECKS) if c.kernel is None else len(failures))
+        frac = max(0, passed) / len(GPU_CHECKS)
+        gflops = self.workload.flops / c.gpu_seconds / 1e9 if c.gpu_seconds else None
+        if not failures:
+            timed = (f"; on the GPU {gflops:.3g} GFLOP/s" if gflops
+                     else f"; {c.gpu_note}" if c.gpu_note else "")
+            skipped = "".join(f"; skipped {s}" for s in c.skipped)
+            return Verdict(True, 1.0, 1.0, gflops, None,
+                           f"builds, {c.shared_bytes} B of shared memory per block, fits "
+                           f"{self.target.arch}'s limits, the emulated run equals numpy and "
+                           f"the race check passes ({c.barriers} __syncthreads()){timed}"
+                           f"{skipped}")
+        hints = gpu_hints_for(sch, c, self.shared) + ((self.hint,) if self.hint else ())
+        return Verdict(False, 1.0, frac, gflops, None, " | ".join(failures), hints)
