@@ -62,6 +62,9 @@ class Var(Expr):
     name: str
     dtype: str = "int32"
 
+    def __hash__(self):   # equal vars have equal names; a name's hash is cached by Python
+        return hash(self.name)
+
 
 @dataclass(frozen=True, eq=True)
 class IntImm(Expr):

@@ -179,9 +179,14 @@ REMOVE = _Remove()
 
 def walk_stmt(s: Stmt, path: tuple = ()) -> Iterator[tuple]:
     """Yield (node, ancestors) pairs in pre-order, ancestors outermost first."""
-    yield s, path
-    for k in stmt_children(s):
-        yield from walk_stmt(k, path + (s,))
+    stack = [(s, path)]
+    while stack:
+        node, p = stack.pop()
+        yield node, p
+        kids = stmt_children(node)
+        if kids:
+            inner = p + (node,)
+            stack.extend((k, inner) for k in reversed(kids))
 
 
 def iter_nodes(s: Stmt) -> Iterator[Stmt]:
