@@ -11,9 +11,12 @@ from explorer import Schedule, Target, build, ops
 from explorer.backends.cuda import nvcc, nvrtc
 from explorer.backends.cuda.thread_map import thread_map
 from explorer.errors import BuildError
+from explorer.ir.tiling import tiling
 from explorer.lower import lower
 from explorer.space.gpu_usage import ESTIMATE, PTXAS, compiler_available, gpu_usage
+from explorer.space import DesignSpace
 from explorer.space.postprocs.verify_gpu import REGISTER_OVERHEAD
+from test_cuda_codegen import SHAPES
 
 
 def _checked(sch, wl) -> None:
@@ -176,3 +179,41 @@ def test_usage_from_ptxas_and_a_register_limit_it_breaks():
     tight = Target("cuda", max_registers_per_thread=8)
     (k,) = gpu_usage(sch, tight).kernels
     assert k.source == PTXAS and "registers per thread exceed the limit of 8" in k.problem
+
+
+CROSS_THREAD = {"row_sum"}          # its sampled schedules may reduce across threads
+
+
+@pytest.mark.parametrize("op", sorted(SHAPES))
+def test_sampled_schedules_of_every_operator_write_each_output_element(op):
+    wl = ops.get(op, **SHAPES[op])
+    (sch,) = DesignSpace(wl, "cuda", max_tries=2000).sample(1, seed=11)
+    _checked(sch, wl)
+    kernel = build(sch, "cuda")
+    tm = thread_map(kernel)
+    assert tm.buffer == wl.func.params[-1].name and tm.launch == len(kernel.launches) - 1
+    assert tm.shape == tuple(wl.func.params[-1].shape) and tm.unwritten == 0
+    assert (tm.block_id < tm.num_blocks).all() and (tm.thread_id < tm.threads_per_block).all()
+    if op not in CROSS_THREAD:
+        assert tm.shared == 0
+
+
+@pytest.mark.parametrize("make", [_block_thread_gemm, _vthread_local_gemm])
+def test_the_tiling_pictures_gpu_tiles_match_the_generated_code(make):
+    """The tiling picture (from the schedule) and the thread map (from the lowered
+    program the CUDA C is generated from) cut the output into the same block and
+    thread tiles."""
+    wl, sch = make()
+    _checked(sch, wl)
+    levels = {lv.name: lv for lv in tiling(sch.func, "C").levels}
+    tm = thread_map(build(sch, "cuda"))
+
+    def box(mask):
+        idx = np.argwhere(mask)
+        (r0, c0), (r1, c1) = idx.min(0), idx.max(0) + 1
+        return (int(r0), int(c0), int(r1 - r0), int(c1 - c0))
+    blocks = {box(tm.block_id == b) for b in range(tm.num_blocks)}
+    assert blocks == set(levels["block"].rects)
+    first = (tm.block_id == 0) & (tm.vthread_id == 0)     # the picture's first tile
+    threads = {box(first & (tm.thread_id == t)) for t in range(tm.threads_per_block)}
+    assert threads == set(levels["thread"].rects)

@@ -187,3 +187,27 @@ def test_cpu_target_keeps_one_code_view_and_its_caches():
     labels = " ".join(t.get_text() for t in ex.figure.axes[2].texts)
     assert "L1" in labels and "shared/block" not in labels
     ex.close()
+
+
+@pytest.mark.parametrize("op, shape", [("conv2d", dict(N=1, C=8, H=10, W=10, K=32, R=3, S=3,
+                                                        padding=1)),
+                                       ("row_sum", dict(M=4, N=300))])
+def test_thread_picture_of_sampled_schedules_of_4d_and_1d_outputs(op, shape):
+    from matplotlib.figure import Figure
+
+    from explorer.backends.cuda.thread_map import thread_map
+    from explorer.space import DesignSpace
+    from widgets.plots import plot_thread_map
+    wl = ops.get(op, **shape)
+    (sch,) = DesignSpace(wl, "cuda", max_tries=2000).sample(1, seed=5)
+    assert _checked(sch, wl) < 1e-3
+    tm = thread_map(build(sch, "cuda"))
+    ax = Figure().subplots()
+    drawn = plot_thread_map(ax, tm)
+    def plane(a):                        # what the picture shows: the last two dims
+        return a.reshape((-1,) + a.shape[-2:])[0] if a.ndim > 2 else a.reshape(1, -1) \
+            if a.ndim == 1 else a
+    blocks, threads = plane(tm.block_id), plane(tm.thread_id)
+    assert drawn["blocks"] == len(np.unique(blocks))
+    assert drawn["threads"] == sorted(np.unique(threads[blocks == 0]).tolist())
+    assert f"{tm.num_blocks} blocks x {tm.threads_per_block} threads" in ax.get_title()
