@@ -221,7 +221,7 @@ def test_a_stopped_worker_times_out_and_its_job_goes_elsewhere(cluster):
     scheds = DesignSpace(GEMM, HOST).sample(2, seed=5)
     stopped = []
     with DaskMeasurer(cluster.scheduler_address, HOST, RunConfig(repeats=1),
-                      job_timeout=6) as m:
+                      job_timeout=10) as m:
         pids = _pids(m)
 
         def stop(key, worker):
