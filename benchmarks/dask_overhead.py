@@ -49,6 +49,14 @@ def timed_batch(measurer, schedules: list, fault: str | None = None) -> tuple:
     return time.perf_counter() - start, results
 
 
+def throughput(name: str, measurer, schedules: list) -> dict:
+    """Candidates per second over one batch of ``schedules``, how many came out
+    correct, and the others by error kind, under keys that start with ``name``."""
+    secs, res = timed_batch(measurer, schedules)
+    return {f"{name}_throughput_per_s": len(res) / secs, f"{name}_ok": sum(r.ok for r in res),
+            f"{name}_failed": failures(res)}
+
+
 def failures(results: list) -> dict:
     """How many results failed, by error kind (a cut-off candidate counts here)."""
     return dict(collections.Counter(r.error_kind for r in results if not r.ok))
@@ -102,11 +110,8 @@ def main(argv=None) -> dict:
         out["local_per_candidate_s"] = one_at_a_time(local, reused)
     with Measurer(host, cfg) as local:
         warm(local, warmup[0], len(local.pool))
-        secs, res = timed_batch(local, fresh)
         out["local_pool_workers"] = len(local.pool)
-        out["local_throughput_per_s"] = len(res) / secs
-        out["local_ok"] = sum(r.ok for r in res)
-        out["local_failed"] = failures(res)
+        out.update(throughput("local", local, fresh))
 
     with cluster(1, host) as c1:
         with DaskMeasurer(c1.scheduler_address, host, fixed) as m:
@@ -115,17 +120,11 @@ def main(argv=None) -> dict:
             m.measure_schedules(reused)
             out["dask_per_candidate_s"] = one_at_a_time(m, reused)
         with DaskMeasurer(c1.scheduler_address, host, cfg) as m:
-            secs, res = timed_batch(m, fresh)
-            out["dask1_throughput_per_s"] = len(res) / secs
-            out["dask1_ok"] = sum(r.ok for r in res)
-        out["dask1_failed"] = failures(res)
+            out.update(throughput("dask1", m, fresh))
     with cluster(2, host) as c2:
         with DaskMeasurer(c2.scheduler_address, host, cfg) as m:
             warm(m, warmup[0], 2)
-            secs, res = timed_batch(m, fresh)
-            out["dask2_throughput_per_s"] = len(res) / secs
-            out["dask2_ok"] = sum(r.ok for r in res)
-        out["dask2_failed"] = failures(res)
+            out.update(throughput("dask2", m, fresh))
     out["load_after"] = os.getloadavg()
     report(out)
     if args.json:
