@@ -143,6 +143,22 @@ def test_without_pycuda_a_gpu_measurement_is_a_failed_candidate_with_the_message
     assert not r.ok and not r.emulated and PYCUDA_MESSAGE in r.error
 
 
+@no_pycuda
+def test_bench_cuda_without_a_gpu_refuses_saying_what_is_missing():
+    p = _cli("bench", "--target", "cuda", "--cases", "gemm:32,32,32")
+    assert p.returncode == 1 and PYCUDA_MESSAGE in p.stderr and "--emulate" in p.stderr
+    assert "median" not in p.stdout
+
+
+def test_bench_cuda_emulate_checks_correctness_and_gives_no_time():
+    p = _cli("bench", "--target", "cuda", "--emulate", "--cases", "gemm:32,32,32")
+    assert p.returncode == 0, p.stderr
+    row = next(ln for ln in p.stdout.splitlines() if ln.startswith("gemm:32,32,32"))
+    assert "emulated: equals numpy; no time" in row
+    assert row.split()[2:6] == ["-", "-", "-", "-"]          # no ms, no GFLOP/s
+    assert "emulation measures no speed" in p.stdout
+
+
 def test_emulate_needs_a_cuda_target():
     wl = ops.get("gemm", 32, 32, 32)
     with pytest.raises(MeasureError, match="not a cuda target"):

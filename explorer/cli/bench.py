@@ -24,6 +24,11 @@ kernel from threadpoolctl or numpy.show_config, torch parallel info),
 ``compile_secs``), ``scaling`` (``case``, ``threads``, ``median_secs``,
 ``speedup``), ``build_time`` (``case``, ``samples_secs``, ``median_secs``,
 ``compile_median_secs``, ``goal_secs``) and ``notes``.
+
+``--target cuda`` benches CUDA kernels against the GPU libraries instead
+(``explorer.cli.bench_cuda``): on a GPU only (it refuses, saying what is missing,
+without one); ``--emulate`` checks the kernels on the host emulator and measures
+no speed.
 """
 from __future__ import annotations
 
@@ -409,7 +414,8 @@ def format_table(report: dict) -> str:
                       enumerate(zip(row, widths))) + "  " + row[-1] for row in lines]
     text.insert(1, "-" * len(text[0]))
     text.append("")
-    text.append(f"target {report['target']}, {report['threads']} threads, "
+    threads = f"{report['threads']} threads, " if report.get("threads") else ""
+    text.append(f"target {report['target']}, {threads}"
                 f"{report['rounds']} interleaved rounds, medians; vs numpy/torch = our GFLOP/s "
                 "over theirs")
     sc = report.get("scaling")
@@ -462,6 +468,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument("--db", metavar="DIR", help="a tuning database (explorer tune --db): "
                         "adds a 'tuned' row per case, its best record replayed")
+    parser.add_argument("--emulate", action="store_true", help="with --target cuda: run each "
+                        "kernel once on the host emulator of its CUDA C and check it against "
+                        "numpy (no GPU needed; measures no speed; default cases: tiny)")
     parser.add_argument("--list", action="store_true", help="list cases and groups, then exit")
 
 
@@ -480,13 +489,19 @@ def _list() -> int:
 def check_args(args) -> tuple:
     """(cases, target) of ``args`` after every check that needs no measuring: cases and
     their memory, target (LLVM must know its CPU), counts, --json and --db. Raises
-    UsageError naming what to fix; creates nothing."""
+    UsageError naming what to fix; creates nothing. ``--target cuda`` without
+    ``--emulate`` needs a GPU: BuildError (status 1) saying what is missing."""
+    emulate = getattr(args, "emulate", False)
+    specs = ["tiny"] if emulate and args.cases == ["default"] else args.cases
     try:
-        cases = resolve_cases([c for text in args.cases for c in split_cases(text)])
+        cases = resolve_cases([c for text in specs for c in split_cases(text)])
         target = as_target(args.target)
         check_cpu(target)
     except ExplorerError as e:
         raise UsageError(str(e)) from None
+    if emulate and target.kind != "cuda":
+        raise UsageError(f"--emulate runs CUDA C on the host emulator: give --target cuda, not "
+                         f"{args.target!r}")
     if not cases:
         raise UsageError("--cases names no case: give a case, a group or op:shape")
     for name, v, hi in (("--repeats", args.repeats, MAX_REPEATS),
@@ -499,6 +514,9 @@ def check_args(args) -> tuple:
         check_writable_file(args.json, "--json")
     if args.db:
         check_database_dir(args.db)
+    if target.kind == "cuda" and not emulate:
+        from .bench_cuda import refuse_without_gpu
+        refuse_without_gpu(target)
     return cases, target
 
 
@@ -512,7 +530,13 @@ def main(args) -> int:
     if args.db:
         from ..database import Database
         db = Database(args.db)
-    bench = Bench(target, args.threads, rounds, args.quick, torch=not args.no_torch, db=db)
+    if target.kind == "cuda":
+        from .bench_cuda import CudaBench
+        libs = tuple(i for i in ("torch", "cupy") if not (args.no_torch and i == "torch"))
+        bench = CudaBench(target, 1 if args.emulate else rounds, args.quick, args.emulate, db,
+                          libs, log=lambda m: print(m, file=sys.stderr, flush=True))
+    else:
+        bench = Bench(target, args.threads, rounds, args.quick, torch=not args.no_torch, db=db)
     try:
         report = bench.run(cases)
     finally:
