@@ -121,3 +121,28 @@ def test_source_part_starts_at_the_marker_and_says_what_it_left_out():
     assert source_part(src).startswith("// launch 0\n__global__ k0")
     assert source_part(src, "launch 1") == "// launch 1\n c"
     assert source_part(src, lines=2).endswith("... (4 more lines)")
+
+
+def test_the_elements_picture_shows_a_vthread_stride():
+    """Thread t of a 2-vthread x 8-thread column split owns columns t and t + 8 (counted by
+    hand: 8 rows of threads, one element per row per vthread)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from explorer import build
+    from explorer.backends.cuda.thread_map import thread_map
+    from widgets.gpu_steps import plot_thread_elements
+    wl = ops.gemm(16, 32, 8)
+    sch = Schedule(wl)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i0, i1 = sch.split(i, [None, 8])
+    j0, jv, j2 = sch.split(j, [None, 2, 8])
+    sch.reorder(i0, j0, jv, i1, j2, k)
+    sch.bind(i0, "blockIdx.y"); sch.bind(j0, "blockIdx.x")
+    sch.bind(jv, "vthread.x"); sch.bind(i1, "threadIdx.y"); sch.bind(j2, "threadIdx.x")
+    tm = thread_map(build(sch, "cuda"))
+    assert [tuple(e) for e in tm.elements(0, 3)] == [(0, 3), (0, 11)]
+    fig, ax = plt.subplots()
+    assert plot_thread_elements(ax, tm, 0, threads=(0, 1)) == {0: 2, 1: 2}
+    plt.close(fig)
+    assert gpu_check(sch, wl, "cuda").ok

@@ -181,6 +181,49 @@ def source_part(source: str, start: str | None = None, lines: int | None = None)
     return "\n".join(part) + (f"\n    ... ({more} more lines)" if more > 0 else "")
 
 
+def plot_thread_elements(ax, tmap, block: int = 0, threads=(0, 1)):
+    """The elements ``threads`` of ``block`` write, inside the box the block writes (each
+    cell marked with its thread, the others grey): where a thread's elements lie, strided
+    by vthreads or contiguous in a register tile. ``tmap``: a ``ThreadMap``. Returns
+    ``{thread: number of elements}``."""
+    box = tmap.thread_box(block)
+    out = {}
+    if box is None:
+        ax.axis("off")
+        return out
+    lo, hi = box
+    bid, tid = tmap.block_id, tmap.thread_id
+    while bid.ndim > 2:
+        bid, tid, lo, hi = bid[0], tid[0], lo[1:], hi[1:]
+    if bid.ndim == 1:
+        bid, tid, lo, hi = bid[None, :], tid[None, :], (0,) + lo, (1,) + hi
+    sub_b = bid[lo[0]:hi[0], lo[1]:hi[1]]
+    sub_t = tid[lo[0]:hi[0], lo[1]:hi[1]]
+    img = np.where(sub_b == block, 0.0, np.nan)
+    colors = ["#c62828", "#1565c0", "#2e7d32", "#ef6c00"]
+    ax.imshow(np.where(np.isnan(img), 1.0, 0.85), cmap="gray", vmin=0, vmax=1,
+              extent=(lo[1], hi[1], hi[0], lo[0]), interpolation="nearest", aspect="auto")
+    for n, t in enumerate(threads):
+        rr, cc = np.nonzero((sub_b == block) & (sub_t == t))
+        out[t] = len(rr)
+        for r, c in zip(rr, cc):
+            ax.add_patch(plt.Rectangle((lo[1] + c, lo[0] + r), 1, 1,
+                                       color=colors[n % len(colors)], alpha=0.8))
+            if (hi[1] - lo[1]) <= 64:
+                ax.text(lo[1] + c + 0.5, lo[0] + r + 0.5, str(t), ha="center", va="center",
+                        fontsize=7, color="white")
+        ax.plot([], [], "s", color=colors[n % len(colors)],
+                label=f"thread {tmap.thread_coords(t)[:2]}: {len(rr)} elements")
+    ax.set_xlim(lo[1], hi[1])
+    ax.set_ylim(hi[0], lo[0])
+    ax.set_xlabel(f"{tmap.buffer} column")
+    ax.set_ylabel(f"{tmap.buffer} row")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1)
+    ax.set_title(f"block {tmap.block_coords(block)}: the elements of threads "
+                 f"{', '.join(map(str, threads))}", fontsize=9)
+    return out
+
+
 @dataclass
 class GpuSteps:
     """Steps of a GPU lesson on one workload: ``show`` builds, checks, draws and (with a
@@ -250,12 +293,18 @@ class GpuSteps:
         """Who computes each output element (block ``block``'s threads outlined), and
         shared memory and registers against the limits."""
         from explorer.backends.cuda.thread_map import thread_map
-        fig, axs = plt.subplots(1, 2, figsize=(14, 5), gridspec_kw={"width_ratios": [3, 2]})
-        plots.plot_thread_map(axs[0], thread_map(rec.kernel), block)
+        tmap = thread_map(rec.kernel)
+        fig, axs = plt.subplots(1, 3, figsize=(17, 5),
+                                gridspec_kw={"width_ratios": [3, 2.2, 2.4]})
+        plots.plot_thread_map(axs[0], tmap, block)
+        rows, cols = (tmap.shape[-2:] if len(tmap.shape) > 1 else (1, tmap.shape[0]))
+        if max(rows, cols) > 4 * min(rows, cols):      # a long thin output: fill the panel
+            axs[0].set_aspect("auto")
+        plot_thread_elements(axs[1], tmap, block)
         if rec.usage is not None:
-            plots.plot_gpu_usage(axs[1], rec.usage)
+            plots.plot_gpu_usage(axs[2], rec.usage)
         else:
-            axs[1].axis("off")
+            axs[2].axis("off")
         fig.tight_layout()
         plt.show()
 
