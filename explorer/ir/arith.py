@@ -322,10 +322,10 @@ def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
         try:
             out = _sym_bounds(e, ranged)
         except NonAffine as err:
-            out = err
+            out = NonAffine(*err.args)    # kept without its frames (no cycle)
         memo[key] = out
     if isinstance(out, NonAffine):
-        raise out
+        raise NonAffine(*out.args)
     return out
 
 

@@ -22,11 +22,11 @@ class FuncIndex:
     extent - 1); ``names``: every loop, block, parameter and allocated buffer name.
     The last four are computed on first use."""
 
-    __slots__ = ("func", "loops", "blocks", "order", "_writers", "_readers", "_ranges",
+    __slots__ = ("_buffers", "loops", "blocks", "order", "_writers", "_readers", "_ranges",
                  "_names")
 
     def __init__(self, func: PrimFunc):
-        self.func = func
+        self._buffers = (func.params, func.alloc_buffers)   # not func: no reference cycle
         self.loops: dict = {}
         self.blocks: dict = {}
         self.order: list = []
@@ -86,9 +86,9 @@ class FuncIndex:
     @property
     def names(self) -> frozenset:
         if self._names is None:
-            f = self.func
+            params, allocs = self._buffers
             self._names = frozenset(self.loops) | frozenset(self.blocks) \
-                | {p.name for p in f.params} | {b.name for b in f.alloc_buffers}
+                | {p.name for p in params} | {b.name for b in allocs}
         return self._names
 
 

@@ -174,13 +174,13 @@ def _planned(func, block: str, loop: str, need_region: bool = False) -> tuple:
     key = (block, loop)
     memo = func.__dict__.get("_compute_at_plan")
     if memo is not None and memo[0] == key:
-        if isinstance(memo[1], ScheduleError):
-            raise memo[1]
+        if isinstance(memo[1], ScheduleError):   # a fresh copy: no frames kept on func
+            raise type(memo[1])(*memo[1].args)
         return memo[1]
     try:
         plan = _compute_at_plan(func, block, loop, need_region)
     except ScheduleError as e:
-        func.__dict__["_compute_at_plan"] = (key, e)
+        func.__dict__["_compute_at_plan"] = (key, type(e)(*e.args))   # without frames
         raise
     func.__dict__["_compute_at_plan"] = (key, plan)
     return plan
