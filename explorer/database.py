@@ -76,6 +76,19 @@ class TuningRecord:
         return statistics.median(self.run_secs + self.retime_secs) if self.ok else math.inf
 
     @property
+    def resource_summary(self) -> dict | None:
+        """What ptxas reported, over all the record's kernels: the most registers per
+        thread, spill bytes (stores + loads) and shared bytes of any kernel; None where
+        unknown (not cuda, or no nvcc). For GPU feature columns learned from records."""
+        if not self.resources:
+            return None
+        used = self.resources.values()
+        return {"registers": max(u.get("registers", 0) for u in used),
+                "spill_bytes": max(u.get("spill_stores", 0) + u.get("spill_loads", 0)
+                                   for u in used),
+                "shared_bytes": max(u.get("shared_bytes", 0) for u in used)}
+
+    @property
     def trace_key(self) -> str:
         return trace_key(self.trace)
 

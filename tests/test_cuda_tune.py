@@ -169,6 +169,49 @@ def test_emulate_needs_a_cuda_target():
     assert MeasureInput.from_json(inp.as_json()) == inp and inp.as_json()["emulate"] is True
 
 
+# -- the GPU path in a worker, against a stand-in of pycuda.driver -----------------------------
+
+def _fake_gemm_driver(monkeypatch, wl, module):
+    """test_cuda_runtime's FakeDriver, with the generated gemm kernel computed by numpy and
+    any cubin accepted: the worker's GPU path runs without a GPU."""
+    import types
+    from explorer.backends.cuda import runtime
+    from test_cuda_runtime import FakeDriver
+    launch, = module.launches
+    (m, k), (_, n) = (module.buffer(name).shape for name in ("A", "B"))
+
+    def kernel(drv, grid, block, *ptrs):
+        at = dict(zip(launch.args, ptrs))
+        a, b = drv.f32(at["A"]).reshape(m, k), drv.f32(at["B"]).reshape(k, n)
+        drv.f32(at["C"])[:m * n] = (a @ b).reshape(-1)
+    drv = FakeDriver({launch.name: kernel})
+    drv.module_from_buffer = lambda cubin: types.SimpleNamespace(get_function=drv._function)
+    pkg = types.ModuleType("pycuda")
+    pkg.driver = drv
+    monkeypatch.setitem(sys.modules, "pycuda", pkg)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    monkeypatch.setattr(runtime._Context, "pid", None)
+    monkeypatch.setattr(runtime._Context, "lost", "")
+    return drv
+
+
+@needs_nvcc
+def test_a_gpu_worker_compiles_checks_times_and_asks_to_be_replaced_after_a_fault(monkeypatch):
+    from explorer.measure import RunConfig, jobs
+    wl = ops.get("gemm", 32, 32, 32)
+    sch = DesignSpace(wl, Target("cuda")).sample(1, seed=0)[0]
+    drv = _fake_gemm_driver(monkeypatch, wl, build(sch, "cuda").module)
+    payload = {"input": MeasureInput.from_schedule(sch, "cuda").as_json(),
+               "config": RunConfig(repeats=3, min_repeat_secs=0.0).as_json()}
+    out = jobs.run_job(payload, lambda *a, **k: None)
+    assert out["run_secs"] == [1e-3] * 3 and out["max_abs_error"] < 1e-3   # the event clock
+    assert not out["emulated"] and next(iter(out["resources"].values()))["registers"] > 0
+    drv.fault = "cuCtxSynchronize failed: an illegal memory access was encountered"
+    out = jobs.run_job(payload, lambda *a, **k: None)
+    assert out["error_kind"] == "run" and out["replace_worker"] is True
+    assert "illegal memory access" in out["error"]
+
+
 # -- emulated records kept apart --------------------------------------------------------------
 
 def _bound_gemm(wl, ty: int):
@@ -199,6 +242,9 @@ def test_emulated_records_never_rank_as_gpu_measurements(tmp_path):
         assert [r.trial for r in d.best(wl, "cuda", k=9, emulated=True)] == [1, 3]
         assert len(d.records(wl, "cuda", emulated=False)) == 2    # a real tuner's data
         assert d.record(wl, "cuda", real).resources == used
+        assert d.record(wl, "cuda", real).resource_summary == {
+            "registers": 40, "spill_bytes": 0, "shared_bytes": 0}
+        assert d.record(wl, "cuda", fast, emulated=True).resource_summary is None
         assert d.record(wl, "cuda", both, emulated=True).emulated
     with pytest.raises(DatabaseError, match="emulated record has no GPU time"):
         db.commit_retime(db.record(wl, "cuda", fast, emulated=True), [1e-3])
