@@ -101,8 +101,13 @@ def numpy_impl(op: str, p: dict, args: list):
 def torch_impl(op: str, p: dict, args: list):
     """A zero-argument callable computing workload ``op`` with PyTorch; None if unsupported."""
     import torch
+    return torch_tensor_impl(op, p, [torch.from_numpy(a) for a in args])
+
+
+def torch_tensor_impl(op: str, p: dict, t: list):
+    """``torch_impl`` on tensors already where they compute (the CPU, or a GPU)."""
+    import torch
     import torch.nn.functional as F
-    t = [torch.from_numpy(a) for a in args]
     if op == "gemm":
         A, B, C = t
         a, b = (A.T if p["transpose_a"] else A), (B.T if p["transpose_b"] else B)
@@ -269,5 +274,5 @@ def measure_baseline(impl: str, wl, threads: int | None = None,
 
 HANDLERS = {"baseline": baseline_job, "info": info_job, "ping": lambda p, e: {"pid": os.getpid()}}
 
-__all__ = ["numpy_impl", "torch_impl", "reference_impl", "baseline_job", "info_job", "HANDLERS", "baseline_pool",
+__all__ = ["numpy_impl", "torch_impl", "torch_tensor_impl", "reference_impl", "baseline_job", "info_job", "HANDLERS", "baseline_pool",
            "baseline_request", "measure_baseline"]
