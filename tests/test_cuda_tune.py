@@ -8,6 +8,9 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
+
+import numpy as np
 
 import pytest
 
@@ -20,6 +23,7 @@ from explorer.schedule import Trace
 from explorer.space import DesignSpace
 from explorer.target import Target
 from explorer.tune import Tuner
+from test_cuda_runtime import fake  # noqa: F401  (the stand-in pycuda.driver fixture)
 
 PYCUDA_MESSAGE = ("pycuda is not installed: pip install -e '.[cuda]' (needs the CUDA toolkit "
                   "and an NVIDIA driver)")
@@ -171,12 +175,10 @@ def test_emulate_needs_a_cuda_target():
 
 # -- the GPU path in a worker, against a stand-in of pycuda.driver -----------------------------
 
-def _fake_gemm_driver(monkeypatch, wl, module):
+def _fake_gemm_driver(fake, module):
     """test_cuda_runtime's FakeDriver, with the generated gemm kernel computed by numpy and
     any cubin accepted: the worker's GPU path runs without a GPU."""
     import types
-    from explorer.backends.cuda import runtime
-    from test_cuda_runtime import FakeDriver
     launch, = module.launches
     (m, k), (_, n) = (module.buffer(name).shape for name in ("A", "B"))
 
@@ -184,23 +186,18 @@ def _fake_gemm_driver(monkeypatch, wl, module):
         at = dict(zip(launch.args, ptrs))
         a, b = drv.f32(at["A"]).reshape(m, k), drv.f32(at["B"]).reshape(k, n)
         drv.f32(at["C"])[:m * n] = (a @ b).reshape(-1)
-    drv = FakeDriver({launch.name: kernel})
+    drv = fake()
+    drv.kernels[launch.name] = kernel
     drv.module_from_buffer = lambda cubin: types.SimpleNamespace(get_function=drv._function)
-    pkg = types.ModuleType("pycuda")
-    pkg.driver = drv
-    monkeypatch.setitem(sys.modules, "pycuda", pkg)
-    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
-    monkeypatch.setattr(runtime._Context, "pid", None)
-    monkeypatch.setattr(runtime._Context, "lost", "")
     return drv
 
 
 @needs_nvcc
-def test_a_gpu_worker_compiles_checks_times_and_asks_to_be_replaced_after_a_fault(monkeypatch):
+def test_a_gpu_worker_compiles_checks_times_and_asks_to_be_replaced_after_a_fault(fake):
     from explorer.measure import RunConfig, jobs
     wl = ops.get("gemm", 32, 32, 32)
     sch = DesignSpace(wl, Target("cuda")).sample(1, seed=0)[0]
-    drv = _fake_gemm_driver(monkeypatch, wl, build(sch, "cuda").module)
+    drv = _fake_gemm_driver(fake, build(sch, "cuda").module)
     payload = {"input": MeasureInput.from_schedule(sch, "cuda").as_json(),
                "config": RunConfig(repeats=3, min_repeat_secs=0.0).as_json()}
     out = jobs.run_job(payload, lambda *a, **k: None)
@@ -210,6 +207,47 @@ def test_a_gpu_worker_compiles_checks_times_and_asks_to_be_replaced_after_a_faul
     out = jobs.run_job(payload, lambda *a, **k: None)
     assert out["error_kind"] == "run" and out["replace_worker"] is True
     assert "illegal memory access" in out["error"]
+
+
+class _HostLibrary:
+    """Stands in for CuPy in the GPU baseline job: arrays stay on the host, events are
+    host clocks, ``wrong`` makes the library's gemm return garbage."""
+
+    def __init__(self, wrong=False):
+        self.wrong = wrong
+
+    def to_device(self, a):
+        return np.array(a)
+
+    def to_host(self, t):
+        return t
+
+    def impl(self, op, p, t):
+        a, b, c = t
+        return (lambda: c.fill(7.0)) if self.wrong else (lambda: np.matmul(a, b, out=c))
+
+    def event(self):
+        class Event:
+            def record(self):
+                self.t = time.perf_counter()
+        return Event()
+
+    def elapsed_ms(self, start, end):
+        return (end.t - start.t) * 1e3
+
+
+def test_a_gpu_library_baseline_is_checked_before_it_is_timed(monkeypatch):
+    from explorer.measure import RunConfig, gpu_baselines
+    monkeypatch.setattr(gpu_baselines, "available", lambda impl: None)
+    wl = ops.get("gemm", 32, 32, 32)
+    payload = {"impl": "cupy", "op": "gemm", "params": dict(wl.params), "dtype": "float32",
+               "config": RunConfig(repeats=3, min_repeat_secs=0.001).as_json()}
+    monkeypatch.setattr(gpu_baselines, "_Cupy", _HostLibrary)
+    out = gpu_baselines.gpu_baseline_job(payload, lambda *a, **k: None)
+    assert len(out["run_secs"]) == 3 and out["max_abs_error"] < 1e-3 and out["number"] >= 1
+    monkeypatch.setattr(gpu_baselines, "_Cupy", lambda: _HostLibrary(wrong=True))
+    out = gpu_baselines.gpu_baseline_job(payload, lambda *a, **k: None)
+    assert out["error_kind"] == "wrong" and "run_secs" not in out
 
 
 # -- emulated records kept apart --------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..measure.pool import WorkerDied, WorkerTimeout
 from ..measure.gpu_baselines import (GPU_IMPLS, available, gpu_baseline_pool,
                                      gpu_baseline_request)
 from ..schedule import Schedule, Trace
-from .bench import Contender, _add_ratios, _versions, expert_schedule_for
+from .bench import Bench, Contender, _versions, expert_schedule_for
 
 EMULATED_NOTE = "emulated: equals numpy; no time (emulation measures no speed)"
 EMULATE_HINT = ("explorer bench --target cuda --emulate checks the kernels' correctness on the "
@@ -51,12 +51,14 @@ class EmulatedContender(Contender):
         return out
 
 
-class CudaBench:
+class CudaBench(Bench):
     """Our kernels (and, on a GPU, the libraries) per case; ``run(cases)`` gives the
-    report that ``bench.format_table`` prints."""
+    report that ``bench.format_table`` prints. The CPU bench's rounds and rows
+    (``run_case``, ``close``) with GPU contenders."""
 
     def __init__(self, target, rounds: int = 5, quick: bool = False, emulate: bool = False,
                  db=None, libraries=GPU_IMPLS, log=None):
+        # not Bench.__init__: no CPU threads, scaling or numpy/torch CPU pools here
         self.target, self.rounds, self.quick = target, rounds, quick
         self.emulate, self.db = emulate, db
         self.cfg = RunConfig(repeats=1, number=1, min_repeat_secs=0.02 if quick else 0.1,
@@ -75,11 +77,6 @@ class CudaBench:
                 self.notes.append(missing)
             else:
                 self.pools[impl] = gpu_baseline_pool(impl)
-
-    def close(self) -> None:
-        self.measurer.close()
-        for p in self.pools.values():
-            p.close()
 
     def _ours(self, impl: str, sch, note: str) -> Contender:
         inp = MeasureInput.from_schedule(sch, self.target, emulate=self.emulate)
@@ -122,19 +119,6 @@ class CudaBench:
             rows.append(Contender(impl, lambda p=pool, i=impl: gpu_baseline_request(
                 p, i, wl, self.cfg)))
         return rows
-
-    def run_case(self, case) -> dict:
-        wl = case.workload()
-        self.log(f"bench: {case.name} ({wl.key}, {wl.flops / 1e9:.3g} GFLOP)")
-        rows = self.contenders(wl)
-        live = [c for c in rows if c.measure is not None]
-        for r in range(self.rounds):
-            for c in live[r % len(live):] + live[:r % len(live)]:
-                c.step()
-        out = [c.row(wl.flops) for c in rows]
-        _add_ratios(out)
-        return {"case": case.name, "op": wl.name, "params": dict(wl.params), "dtype": wl.dtype,
-                "key": wl.key, "flops": wl.flops, "rows": out}
 
     def run(self, cases: list) -> dict:
         report = {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

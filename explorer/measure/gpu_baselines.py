@@ -51,21 +51,8 @@ class _Torch:
         return t.cpu().numpy()
 
     def impl(self, op: str, p: dict, t: list):
-        torch = self.torch
-        if op == "gemm":
-            A, B, C = t
-            a, b = (A.T if p["transpose_a"] else A), (B.T if p["transpose_b"] else B)
-            return lambda: torch.matmul(a, b, out=C)
-        if op == "batch_matmul":
-            X, Y, C = t
-            return lambda: torch.bmm(X, Y, out=C)
-        if op == "conv2d" and p["layout"] == "NCHW":
-            import torch.nn.functional as F
-            X, W, out = t
-            kw = dict(stride=_pair(p["stride"]), padding=_pair(p["padding"]),
-                      dilation=_pair(p["dilation"]))
-            return lambda: out.copy_(F.conv2d(X, W, **kw))
-        return None
+        from .baselines import torch_tensor_impl
+        return torch_tensor_impl(op, p, t)
 
     def event(self):
         return self.torch.cuda.Event(enable_timing=True)
@@ -103,10 +90,6 @@ class _Cupy:
     def elapsed_ms(self, start, end) -> float:
         end.synchronize()
         return self.cupy.cuda.get_elapsed_time(start, end)
-
-
-def _pair(v):
-    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
 def _timed(lib, call, number: int) -> float:
