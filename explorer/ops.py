@@ -183,6 +183,34 @@ def batch_matmul(B=16, M=128, N=128, K=64, dtype="float32") -> Workload:
                      2 * B * M * N * K, dtype)
 
 
+def _conv_shape(op: str, N, C, H, W, K, R, S, stride, padding, dilation) -> tuple:
+    """Checked sizes of a convolution: (N, C, H, W, K, R, S), (sh, sw), (ph, pw), (dh, dw), P, Q."""
+    sizes = tuple(_size(op, n, v) for n, v in zip("NCHWKRS", (N, C, H, W, K, R, S)))
+    H, R, W, S = sizes[2], sizes[5], sizes[3], sizes[6]
+    (sh, sw), (ph, pw) = _pair(op, "stride", stride, 1), _pair(op, "padding", padding, 0)
+    dh, dw = _pair(op, "dilation", dilation, 1)
+    P, Q = _out_size(op, "H", H, R, sh, ph, dh), _out_size(op, "W", W, S, sw, pw, dw)
+    return sizes, (sh, sw), (ph, pw), (dh, dw), P, Q
+
+
+def _conv_params(sizes: tuple, stride: tuple, padding: tuple, dilation: tuple) -> tuple:
+    return (*zip("NCHWKRS", sizes), ("stride", _compact(stride)),
+            ("padding", _compact(padding)), ("dilation", _compact(dilation)))
+
+
+def _conv_nchw_te(X, Wt, K: int, P: int, Q: int, stride: tuple, padding: tuple,
+                  dilation: tuple):
+    """The NCHW convolution of placeholders X (N,C,H,W) and Wt (K,C,R,S): block "conv"."""
+    (sh, sw), (dh, dw) = stride, dilation
+    N, C = X.shape[0], X.shape[1]
+    rc = te.reduce_axis(C, "rc")
+    ry, rx = te.reduce_axis(Wt.shape[2], "ry"), te.reduce_axis(Wt.shape[3], "rx")
+    Xp = _pad_nchw(X, *padding)
+    return te.compute((N, K, P, Q), lambda n, k, p, q: te.sum(
+        Xp[n, rc, _affine(p, sh, ry, dh), _affine(q, sw, rx, dw)] * Wt[k, rc, ry, rx],
+        axis=[rc, ry, rx]), "conv")
+
+
 def conv2d(N=1, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, padding=0, dilation=1,
            layout="NCHW", dtype="float32") -> Workload:
     """2-d convolution: NCHW input X (N,C,H,W), weight W (K,C,R,S), output conv (N,K,P,Q);
@@ -191,30 +219,45 @@ def conv2d(N=1, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, padding=0, dilation=
     stride, padding and dilation are an int or an (h, w) pair.
     """
     op = "conv2d"
-    N, C, H, W, K, R, S = (_size(op, n, v) for n, v in zip("NCHWKRS", (N, C, H, W, K, R, S)))
-    (sh, sw), (ph, pw) = _pair(op, "stride", stride, 1), _pair(op, "padding", padding, 0)
-    dh, dw = _pair(op, "dilation", dilation, 1)
+    sizes, (sh, sw), (ph, pw), (dh, dw), P, Q = _conv_shape(
+        op, N, C, H, W, K, R, S, stride, padding, dilation)
+    N, C, H, W, K, R, S = sizes
     layout, dtype = _layout(op, layout), _dtype(op, dtype)
-    P, Q = _out_size(op, "H", H, R, sh, ph, dh), _out_size(op, "W", W, S, sw, pw, dw)
-    rc, ry, rx = te.reduce_axis(C, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
     if layout == "NCHW":
         X = te.placeholder((N, C, H, W), dtype, "X")
         Wt = te.placeholder((K, C, R, S), dtype, "W")
-        Xp = _pad_nchw(X, ph, pw)
-        out = te.compute((N, K, P, Q), lambda n, k, p, q: te.sum(
-            Xp[n, rc, _affine(p, sh, ry, dh), _affine(q, sw, rx, dw)] * Wt[k, rc, ry, rx],
-            axis=[rc, ry, rx]), "conv")
+        out = _conv_nchw_te(X, Wt, K, P, Q, (sh, sw), (ph, pw), (dh, dw))
     else:
+        rc, ry, rx = te.reduce_axis(C, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
         X = te.placeholder((N, H, W, C), dtype, "X")
         Wt = te.placeholder((R, S, C, K), dtype, "W")
         Xp = _pad_nhwc(X, ph, pw)
         out = te.compute((N, P, Q, K), lambda n, p, q, k: te.sum(
             Xp[n, _affine(p, sh, ry, dh), _affine(q, sw, rx, dw), rc] * Wt[ry, rx, rc, k],
             axis=[ry, rx, rc]), "conv")
-    params = (("N", N), ("C", C), ("H", H), ("W", W), ("K", K), ("R", R), ("S", S),
-              ("stride", _compact((sh, sw))), ("padding", _compact((ph, pw))),
-              ("dilation", _compact((dh, dw))), ("layout", layout))
+    params = _conv_params(sizes, (sh, sw), (ph, pw), (dh, dw)) + (("layout", layout),)
     return _workload(op, params, [X, Wt, out], 2 * N * K * P * Q * C * R * S, dtype)
+
+
+def conv2d_bias_relu(N=1, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, padding=0, dilation=1,
+                     dtype="float32") -> Workload:
+    """relu(conv2d(X, W) + bias[k]) in NCHW as blocks "pad" (when padded), "conv",
+    "bias_add" and "relu": X (N,C,H,W), W (K,C,R,S), bias (K,), output (N,K,P,Q).
+    The epilogue is two elementwise blocks for the design space to inline or to
+    compute at the conv's tiles. FLOPs: the conv's + 2NKPQ (bias, relu)."""
+    op = "conv2d_bias_relu"
+    sizes, stride, padding, dilation, P, Q = _conv_shape(
+        op, N, C, H, W, K, R, S, stride, padding, dilation)
+    N, C, H, W, K, R, S = sizes
+    dtype = _dtype(op, dtype)
+    X = te.placeholder((N, C, H, W), dtype, "X")
+    Wt = te.placeholder((K, C, R, S), dtype, "W")
+    bias = te.placeholder((K,), dtype, "bias")
+    conv = _conv_nchw_te(X, Wt, K, P, Q, stride, padding, dilation)
+    biased = te.compute(conv.shape, lambda n, k, p, q: conv[n, k, p, q] + bias[k], "bias_add")
+    relu = te.compute(conv.shape, lambda n, k, p, q: te.max(biased[n, k, p, q], 0), "relu")
+    return _workload(op, _conv_params(sizes, stride, padding, dilation), [X, Wt, bias, relu],
+                     2 * N * K * P * Q * (C * R * S + 1), dtype)
 
 
 def depthwise_conv2d(N=1, C=32, H=56, W=56, R=3, S=3, stride=1, padding=0, dilation=1,
@@ -254,6 +297,62 @@ def dense_bias_relu(M=512, N=512, K=512, dtype="float32") -> Workload:
     relu = te.compute((M, N), lambda i, j: te.max(biased[i, j], 0), "relu")
     return _workload(op, (("M", M), ("N", N), ("K", K)), [X, Wt, bias, relu],
                      2 * M * N * K + 2 * M * N, dtype)
+
+
+GELU_C = 0.7978845608028654      # sqrt(2 / pi)
+GELU_A = 0.044715
+
+
+def gemm_bias_gelu(M=512, N=512, K=512, dtype="float32") -> Workload:
+    """gelu(A @ B + bias) as blocks "gemm", "bias_add", "gelu": A (M, K), B (K, N),
+    bias (N,). GELU is the tanh form (BERT's and GPT-2's; PyTorch's
+    ``gelu(approximate="tanh")``): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    FLOPs: 2MNK + MN (bias) + 8MN (GELU, tanh counted as one)."""
+    op = "gemm_bias_gelu"
+    M, N, K = (_size(op, n, v) for n, v in (("M", M), ("N", N), ("K", K)))
+    dtype = _dtype(op, dtype, _FLOAT_DTYPES)
+    A = te.placeholder((M, K), dtype, "A")
+    B = te.placeholder((K, N), dtype, "B")
+    bias = te.placeholder((N,), dtype, "bias")
+    k = te.reduce_axis(K, "k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), "gemm")
+    biased = te.compute((M, N), lambda i, j: C[i, j] + bias[j], "bias_add")
+
+    def gelu(i, j):
+        x = biased[i, j]
+        return x * 0.5 * (te.tanh((x + x * x * x * GELU_A) * GELU_C) + 1.0)
+    out = te.compute((M, N), gelu, "gelu")
+    return _workload(op, (("M", M), ("N", N), ("K", K)), [A, B, bias, out],
+                     2 * M * N * K + 9 * M * N, dtype)
+
+
+LAYER_NORM_EPS = 1e-5
+
+
+def layer_norm(M=1024, N=1024, dtype="float32") -> Workload:
+    """Layer normalization of each row of X (M, N) with gain gamma (N,) and shift beta
+    (N,), eps 1e-5 (PyTorch's default), in four blocks: "x_sum" and "sq_sum" (the
+    centered sum of squares: two passes, as numerically safe as numpy's var),
+    "rstd" = 1 / sqrt(var + eps) per row, "norm" = (x - mean) * rstd * gamma + beta.
+    FLOPs: 8MN (1 sum, 3 centered square, 4 normalize per element)."""
+    op = "layer_norm"
+    M, N = _size(op, "M", M), _size(op, "N", N)
+    dtype = _dtype(op, dtype, _FLOAT_DTYPES)
+    X = te.placeholder((M, N), dtype, "X")
+    gamma = te.placeholder((N,), dtype, "gamma")
+    beta = te.placeholder((N,), dtype, "beta")
+    inv = 1.0 / N
+    k1, k2 = te.reduce_axis(N, "k"), te.reduce_axis(N, "k")
+    x_sum = te.compute((M,), lambda i: te.sum(X[i, k1], axis=k1), "x_sum")
+
+    def centered(i, k):
+        d = X[i, k] - x_sum[i] * inv
+        return d * d
+    sq_sum = te.compute((M,), lambda i: te.sum(centered(i, k2), axis=k2), "sq_sum")
+    rstd = te.compute((M,), lambda i: 1.0 / te.sqrt(sq_sum[i] * inv + LAYER_NORM_EPS), "rstd")
+    norm = te.compute((M, N), lambda i, j: (X[i, j] - x_sum[i] * inv) * rstd[i] * gamma[j]
+                      + beta[j], "norm")
+    return _workload(op, (("M", M), ("N", N)), [X, gamma, beta, norm], 8 * M * N, dtype)
 
 
 def softmax(M=1024, N=1024, dtype="float32") -> Workload:
@@ -336,6 +435,16 @@ def _conv_ref(p, X, W):
     return (_conv_nchw(X, W, p["stride"], p["padding"], p["dilation"]),)
 
 
+def _gelu(x):
+    return 0.5 * x * (1 + np.tanh(GELU_C * (x + GELU_A * x ** 3)))
+
+
+def _layer_norm_ref(p, X, gamma, beta):
+    mean = X.mean(axis=1, keepdims=True)
+    var = ((X - mean) ** 2).mean(axis=1, keepdims=True)
+    return ((X - mean) / np.sqrt(var + LAYER_NORM_EPS) * gamma + beta,)
+
+
 def _softmax_ref(p, X):
     e = np.exp(X - X.max(axis=1, keepdims=True))
     return (e / e.sum(axis=1, keepdims=True),)
@@ -362,6 +471,12 @@ _IMPLS = {
                               _sum_tol(lambda p: p["R"] * p["S"])),
     "dense_bias_relu": _Impl(lambda p, X, W, b: (np.maximum(X @ W.T + b, 0),),
                              _sum_tol(lambda p: p["K"])),
+    "conv2d_bias_relu": _Impl(
+        lambda p, X, W, b: (np.maximum(_conv_nchw(X, W, p["stride"], p["padding"],
+                                                  p["dilation"]) + b[:, None, None], 0),),
+        _sum_tol(lambda p: p["C"] * p["R"] * p["S"])),
+    "gemm_bias_gelu": _Impl(lambda p, A, B, b: (_gelu(A @ B + b),), _sum_tol(lambda p: p["K"])),
+    "layer_norm": _Impl(_layer_norm_ref, _sum_tol(lambda p: p["N"])),
     "softmax": _Impl(_softmax_ref, lambda p, dtype: normalized_tolerance(dtype)),
     "row_sum": _Impl(lambda p, A: (A.sum(axis=1),), _sum_tol(lambda p: p["N"])),
     "elementwise": _Impl(lambda p, A, B: (np.maximum(A * 2 + B, 0),), _sum_tol(lambda p: 1)),
@@ -404,6 +519,12 @@ registry = {s.name: s for s in (
           {"N": 1, "C": 3, "H": 7, "W": 6, "R": 3, "S": 3}, "depthwise 2-d convolution (NCHW)"),
     _spec(dense_bias_relu, ("M", "N", "K"), {"M": 6, "N": 8, "K": 10},
           "dense layer + bias + relu, a chain of three blocks"),
+    _spec(conv2d_bias_relu, ("N", "C", "H", "W", "K", "R", "S"),
+          {"N": 1, "C": 3, "H": 7, "W": 6, "K": 4, "R": 3, "S": 3},
+          "NCHW conv2d + per-channel bias + relu (fused epilogue)"),
+    _spec(gemm_bias_gelu, ("M", "N", "K"), {"M": 6, "N": 8, "K": 10},
+          "gemm + bias + GELU (tanh form), a chain of three blocks"),
+    _spec(layer_norm, ("M", "N"), {"M": 5, "N": 12}, "row layer norm (eps 1e-5) in four blocks"),
     _spec(softmax, ("M", "N"), {"M": 5, "N": 12}, "row softmax in four blocks"),
     _spec(row_sum, ("M", "N"), {"M": 6, "N": 13}, "row reduction B[i] = sum_k A[i, k]"),
     _spec(elementwise, ("M", "N"), {"M": 6, "N": 10}, "C = max(A * 2 + B, 0)"),
