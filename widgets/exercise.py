@@ -112,6 +112,16 @@ def hints_for(sch, target) -> tuple:
     return tuple(out)
 
 
+def require_schedule_of(sch, workload) -> None:
+    """WorkloadError unless ``sch`` is a Schedule of ``workload``'s operator."""
+    if not isinstance(sch, Schedule):
+        raise WorkloadError(f"check takes the Schedule you built (start from "
+                            f"exercise.schedule()), not {type(sch).__name__}")
+    if sch.original != workload.func:
+        raise WorkloadError(f"this schedule is of another operator ({sch.original.name}); "
+                            f"the exercise is {workload.key}: start from exercise.schedule()")
+
+
 class Exercise:
     """A goal on one operator: reach ``goal`` x numpy's speed on ``target`` (this host
     by default). ``hint``: a sentence of your own shown when the check fails.
@@ -140,13 +150,7 @@ class Exercise:
 
     def check(self, sch) -> Verdict:
         """Run ``sch``, check it against numpy, measure it and judge it against the goal."""
-        if not isinstance(sch, Schedule):
-            raise WorkloadError(f"check takes the Schedule you built (start from "
-                                f"exercise.schedule()), not {type(sch).__name__}")
-        if sch.original != self.workload.func:
-            raise WorkloadError(f"this schedule is of another operator "
-                                f"({sch.original.name}); the exercise is "
-                                f"{self.workload.key}: start from exercise.schedule()")
+        require_schedule_of(sch, self.workload)
         if self._measurer is None:
             self._measurer = InteractiveMeasurer(self.target, self.config)
         result = self._measurer.measure(sch)
@@ -230,13 +234,7 @@ class GpuExercise:
         interpreter against numpy, check its resources, and say what is wrong with hints.
         ``fraction``: the share of the checks (``GPU_CHECKS``) it passes."""
         from .gpu_steps import gpu_check
-        if not isinstance(sch, Schedule):
-            raise WorkloadError(f"check takes the Schedule you built (start from "
-                                f"exercise.schedule()), not {type(sch).__name__}")
-        if sch.original != self.workload.func:
-            raise WorkloadError(f"this schedule is of another operator "
-                                f"({sch.original.name}); the exercise is "
-                                f"{self.workload.key}: start from exercise.schedule()")
+        require_schedule_of(sch, self.workload)
         c = gpu_check(sch, self.workload, self.target, "exercise", measure=measure)
         failures = []
         if c.kernel is None:

@@ -271,7 +271,7 @@ class GpuSteps:
         elif rec.emulated_max_abs_error is not None:
             out.append("emulated run (this source compiled for the CPU, every thread of each "
                        f"block run): equals numpy, max abs error {rec.emulated_max_abs_error:.2g}")
-        out.append(f"race check (interpreter, thread by thread): "
+        out.append("race check (interpreter, thread by thread): "
                    + (rec.race_error or f"no race; {rec.barriers} __syncthreads() in the "
                       "source"))
         if rec.usage is not None:
@@ -280,7 +280,7 @@ class GpuSteps:
         out += [f"skipped: {s}" for s in rec.skipped]
         if rec.gpu_seconds:
             out.append(f"on the GPU: {1e6 * rec.gpu_seconds:.1f} us = "
-                       f"{rec.kernel and self._gflops(rec):.1f} GFLOP/s (median of "
+                       f"{self._gflops(rec):.1f} GFLOP/s (median of "
                        f"{self.repeat}, checked against numpy)")
         else:
             out.append(rec.gpu_note)
