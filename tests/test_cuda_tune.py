@@ -80,6 +80,25 @@ def test_emulated_tuning_samples_compiles_runs_checks_and_records(tmp_path):
     assert line["emulated"] is True
 
 
+def test_without_nvcc_emulation_goes_on_and_says_so_once(monkeypatch, tmp_path):
+    from explorer.measure import RunConfig, cuda_jobs
+    from explorer.measure.check import Reference
+    monkeypatch.setattr(cuda_jobs, "compiler_available", lambda: False)
+    wl = ops.get("gemm", 32, 32, 32)
+    with pytest.warns(UserWarning, match="nvcc .* not found: the CUDA candidates are emulated "
+                      "without compile checks") as said:
+        Tuner(wl, "cuda", trials=1, database=tmp_path / "db", emulate=True)
+    assert len(said) == 1
+
+    def fail(kind, message):
+        raise AssertionError(f"{kind}: {message}")
+    sch = DesignSpace(wl, Target("cuda")).sample(1, seed=0)[0]
+    art = cuda_jobs.build_cuda(build(sch, "cuda", emulate=True), Target("cuda"), True, fail)
+    assert art.compiled is None and art.resources is None and art.emulated
+    out = cuda_jobs.run_cuda(art, Reference(wl), RunConfig(), fail)
+    assert out["emulated"] and out["max_abs_error"] < 1e-3 and out["resources"] is None
+
+
 @needs_nvcc
 def test_a_candidate_over_the_limits_is_rejected_before_it_runs(tmp_path):
     wl = ops.get("gemm", 64, 64, 64)
