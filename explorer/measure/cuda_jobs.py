@@ -63,15 +63,15 @@ class CudaArtifact:
         return self.emulated_module is not None
 
 
-def build_cuda(kernel, target, emulate: bool, fail) -> CudaArtifact:
+def build_cuda(kernel, target, emulate: bool, fail, fresh: bool = False) -> CudaArtifact:
     """Compile and check ``kernel`` (a CudaKernel); ``fail(kind, message)`` raises the
-    worker's failure for an expected problem."""
+    worker's failure for an expected problem; ``fresh`` bypasses the cubin cache."""
     from ..backends.cuda.nvcc import compile_cubin
     from ..backends.cuda.resources import check_resources
     compiled = None
     if compiler_available() or not emulate:
         try:
-            compiled = compile_cubin(kernel.source, target.arch or "sm_90")
+            compiled = compile_cubin(kernel.source, target.arch or "sm_90", cache=not fresh)
         except ExplorerError as e:
             fail("build", f"nvcc: {e}")
         try:

@@ -88,7 +88,7 @@ def build_artifact(inp: MeasureInput, fresh: bool = False) -> Artifact:
     if target.kind == "cuda":
         from .cuda_jobs import build_cuda
         t1 = time.perf_counter()
-        cuda = build_cuda(kernel, target, inp.emulate, _fail)
+        cuda = build_cuda(kernel, target, inp.emulate, _fail, fresh)
         kernel.compile_seconds = time.perf_counter() - t1
     secs = time.perf_counter() - t0
     compile_secs = float(getattr(kernel, "compile_seconds", 0.0) or 0.0)
