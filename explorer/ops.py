@@ -307,7 +307,8 @@ def gemm_bias_gelu(M=512, N=512, K=512, dtype="float32") -> Workload:
     """gelu(A @ B + bias) as blocks "gemm", "bias_add", "gelu": A (M, K), B (K, N),
     bias (N,). GELU is the tanh form (BERT's and GPT-2's; PyTorch's
     ``gelu(approximate="tanh")``): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-    FLOPs: 2MNK + MN (bias) + 8MN (GELU, tanh counted as one)."""
+    FLOPs (as ``workload.count_flops`` counts them): 2MNK + MN (bias) + 9MN (GELU: 8
+    arithmetic operations and the tanh)."""
     op = "gemm_bias_gelu"
     M, N, K = (_size(op, n, v) for n, v in (("M", M), ("N", N), ("K", K)))
     dtype = _dtype(op, dtype, _FLOAT_DTYPES)
@@ -323,7 +324,7 @@ def gemm_bias_gelu(M=512, N=512, K=512, dtype="float32") -> Workload:
         return x * 0.5 * (te.tanh((x + x * x * x * GELU_A) * GELU_C) + 1.0)
     out = te.compute((M, N), gelu, "gelu")
     return _workload(op, (("M", M), ("N", N), ("K", K)), [A, B, bias, out],
-                     2 * M * N * K + 9 * M * N, dtype)
+                     2 * M * N * K + 10 * M * N, dtype)
 
 
 LAYER_NORM_EPS = 1e-5
@@ -334,7 +335,8 @@ def layer_norm(M=1024, N=1024, dtype="float32") -> Workload:
     (N,), eps 1e-5 (PyTorch's default), in four blocks: "x_sum" and "sq_sum" (the
     centered sum of squares: two passes, as numerically safe as numpy's var),
     "rstd" = 1 / sqrt(var + eps) per row, "norm" = (x - mean) * rstd * gamma + beta.
-    FLOPs: 8MN (1 sum, 3 centered square, 4 normalize per element)."""
+    FLOPs (as ``workload.count_flops`` counts them): 12MN + 4M (per element 1 in the
+    sum, 6 in the centered square, 5 in the normalization; 4 per row for rstd)."""
     op = "layer_norm"
     M, N = _size(op, "M", M), _size(op, "N", N)
     dtype = _dtype(op, dtype, _FLOAT_DTYPES)
@@ -352,7 +354,8 @@ def layer_norm(M=1024, N=1024, dtype="float32") -> Workload:
     rstd = te.compute((M,), lambda i: 1.0 / te.sqrt(sq_sum[i] * inv + LAYER_NORM_EPS), "rstd")
     norm = te.compute((M, N), lambda i, j: (X[i, j] - x_sum[i] * inv) * rstd[i] * gamma[j]
                       + beta[j], "norm")
-    return _workload(op, (("M", M), ("N", N)), [X, gamma, beta, norm], 8 * M * N, dtype)
+    return _workload(op, (("M", M), ("N", N)), [X, gamma, beta, norm], 12 * M * N + 4 * M,
+                     dtype)
 
 
 def softmax(M=1024, N=1024, dtype="float32") -> Workload:
