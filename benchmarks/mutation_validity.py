@@ -101,18 +101,20 @@ def reason_kind(message: str | None) -> str:
 # valid) and for the sampled thread counts of elementwise and transpose
 CI_SHAPES = {"gemm": (32, 32, 16), "batch_matmul": (2, 16, 16, 8),
              "conv2d": (1, 2, 10, 10, 16, 3, 3), "depthwise_conv2d": (1, 8, 10, 10, 3, 3),
-             "dense_bias_relu": (32, 32, 16), "softmax": (16, 64), "row_sum": (16, 64),
-             "elementwise": (64, 64), "transpose": (64, 64)}
+             "dense_bias_relu": (32, 32, 16), "conv2d_bias_relu": (1, 2, 10, 10, 16, 3, 3),
+             "gemm_bias_gelu": (32, 32, 16), "layer_norm": (16, 64), "softmax": (16, 64),
+             "row_sum": (16, 64), "elementwise": (64, 64), "transpose": (64, 64)}
 
 
 def workloads(shapes: str, names=None) -> dict:
     """{operator name: workload} of the library at ``shapes``: "tuning" (each operator's
-    default shape), "small" (the interpreter-sized one) or "ci" (``CI_SHAPES``)."""
+    default shape), "small" (the interpreter-sized one) or "ci" (``CI_SHAPES``; an
+    operator it does not list takes its small shape)."""
     out = {}
     for name, spec in ops.registry.items():
         if names and name not in names:
             continue
-        if shapes == "ci":
+        if shapes == "ci" and name in CI_SHAPES:
             out[name] = ops.get(name, *CI_SHAPES[name])
         else:
             out[name] = spec.fn(**(spec.small if shapes == "small" else {}))

@@ -15,7 +15,7 @@ import pytest
 
 from explorer import Target, ops
 from explorer.backends import build
-from explorer.errors import PostprocError
+from explorer.errors import BuildError, PostprocError
 from explorer.lower import lower
 from explorer.space import DesignSpace
 from explorer.space.mutators import MutateTileSize
@@ -86,6 +86,27 @@ def test_mutations_at_tuning_shapes_keep_the_register_estimate(name):
     t, _ = mv.measure(wl, GPU, 60, SEED, parents=6)
     assert t.tried >= 54 and t.share >= 0.95, t.reasons.most_common(3)
     assert t.over_limits == [] and t.parents_over == []
+
+
+def _no_cxx():
+    from explorer.backends.cuda import emulate
+    try:
+        emulate.find_compiler()
+    except BuildError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.skipif(_no_cxx() is not None, reason=_no_cxx() or "")
+@pytest.mark.parametrize("name", ["gemm", "conv2d", "softmax"])
+def test_mutated_schedules_match_numpy_in_the_cuda_emulator(tallies, name):
+    """The generated CUDA C of mutated schedules, compiled for the host and run with every
+    thread of a block at once (``build(sch, "cuda", emulate=True)``)."""
+    wl = WORKLOADS[name]
+    for sch in tallies[name].examples:
+        args = wl.make_args(1)
+        build(sch, "cuda", emulate=True)(*args)
+        assert wl.check(args) >= 0
 
 
 def test_the_same_seed_gives_the_same_mutation_trace():
