@@ -7,6 +7,8 @@ import re
 import pytest
 
 from explorer import Schedule, ops
+from explorer.backends.cuda.nvcc import find_nvcc
+from test_cuda_runtime import fake  # noqa: F401  (the stand-in pycuda.driver fixture)
 from test_notebooks import executed, outputs, text_of
 from widgets.exercise import GPU_CHECKS, GpuExercise
 from widgets.gpu_steps import gpu_check, gpu_here, source_part
@@ -146,3 +148,22 @@ def test_the_elements_picture_shows_a_vthread_stride():
     assert plot_thread_elements(ax, tm, 0, threads=(0, 1)) == {0: 2, 1: 2}
     plt.close(fig)
     assert gpu_check(sch, wl, "cuda").ok
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="no nvcc: the GPU path compiles a cubin first")
+def test_with_a_gpu_the_target_is_the_device_and_steps_are_timed_after_a_check(fake):
+    """Against test_cuda_runtime's stand-in pycuda.driver (a Fake GPU, sm_90, 1 ms per
+    launch by its event clock), the gemm computed by numpy as the kernel would."""
+    from explorer import build
+    from test_cuda_tune import _fake_gemm_driver
+    from widgets.gpu_steps import lesson_target, time_on_gpu
+    wl = ops.gemm(16, 16, 16)
+    sch = _student(wl)
+    drv = _fake_gemm_driver(fake, build(sch, "cuda").module)
+    target, note = lesson_target()
+    assert target.arch == "sm_90" and note == "the GPU here: Fake GPU, sm_90"
+    secs, why = time_on_gpu(build(sch, target), wl, target)
+    assert secs == pytest.approx(1e-3) and why == ""
+    drv.kernels[build(sch, target).module.launches[0].name] = lambda *a: None   # writes nothing
+    secs, why = time_on_gpu(build(sch, target), wl, target)
+    assert secs is None and why.startswith("failed on the GPU (wrong)")
