@@ -9,21 +9,12 @@ import pytest
 from explorer import Schedule, ops
 from explorer.backends.cuda.nvcc import find_nvcc
 from test_cuda_runtime import fake  # noqa: F401  (the stand-in pycuda.driver fixture)
+from test_cuda_tune import _cxx, _fake_gemm_driver  # noqa: F401  (_cxx: skip without a C++ compiler)
 from test_notebooks import executed, outputs, text_of
 from widgets.exercise import GPU_CHECKS, GpuExercise
 from widgets.gpu_steps import gpu_check, gpu_here, source_part
 
 NAME = "06_gpu_schedules.ipynb"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cxx():
-    from explorer.backends.cuda.emulate import find_compiler
-    from explorer.errors import BuildError
-    try:
-        find_compiler()
-    except BuildError as e:
-        pytest.skip(f"no C++ compiler for the CUDA emulator, which every step runs: {e}")
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +156,6 @@ def test_with_a_gpu_the_target_is_the_device_and_steps_are_timed_after_a_check(f
     """Against test_cuda_runtime's stand-in pycuda.driver (a Fake GPU, sm_90, 1 ms per
     launch by its event clock), the gemm computed by numpy as the kernel would."""
     from explorer import build
-    from test_cuda_tune import _fake_gemm_driver
     from widgets.gpu_steps import lesson_target, time_on_gpu
     wl = ops.gemm(16, 16, 16)
     sch = _student(wl)
