@@ -1,15 +1,22 @@
 """Tune several operators of one model under one trial budget.
 
-``gradient`` allocation follows Ansor / MetaSchedule: after one warm-up round
-per task, the next round goes to the task whose weighted latency is expected
-to fall fastest — the gradient estimate combines the recent slope of its
-best-latency curve with the optimistic bound ``-latency / trials`` — with 5%
-random picks. ``round-robin`` visits the tasks in turn.
+``gradient`` allocation follows Ansor / MetaSchedule's ``GradientBased``: a
+warm-up gives every task one round (a batch) first, in order, then the next
+round goes to the task whose weighted latency is expected to fall fastest — the
+gradient estimate combines the recent slope of its best-latency curve with the
+optimistic bound ``-latency / trials`` — with 5% random picks. ``round-robin``
+visits the tasks in turn.
+
+So no task is left untuned silently: a budget below one batch per task is
+refused up front (``min_trials``), a task whose first ``max_failed_rounds``
+rounds produced no correct candidate gets no more of the budget, and
+``untuned()`` names every task without a correct candidate and says why.
 """
 from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +33,8 @@ class Task:
 
 def load_suite(name_or_path) -> list:
     """Tasks of a suite shipped with the package (``suite_names()``: resnet18,
-    bert_base, mobilenet_v2, mlp; the files are in ``data/``) or of a JSON file.
+    bert_base, mobilenet_v2, mlp, memory_bound; the files are in ``data/``) or of a
+    JSON file. A task's ``weight`` is how often it occurs in the network (default 1).
     A task is a library op (``"op"`` and ``"params"``) or a user's workload
     (``"workload"``: its ``Workload.to_json()``, checked against its unscheduled
     program when it was checked by a numpy function)."""
@@ -55,18 +63,31 @@ def _task(t: dict) -> Task:
     return Task(t.get("name", t["op"]), ops.get(t["op"], **t["params"]), float(t.get("weight", 1)))
 
 
+def min_trials(n_tasks: int, batch_size: int) -> int:
+    """The smallest budget a TaskScheduler accepts: one batch per task (the warm-up)."""
+    return n_tasks * batch_size
+
+
 class TaskScheduler:
-    """Splits ``trials`` over ``tasks`` (each a Task, whose workload is a Workload,
-    PrimFunc or Schedule); one Tuner per task."""
+    """Splits ``trials`` (the total budget) over ``tasks`` (each a Task, whose workload
+    is a Workload, PrimFunc or Schedule); one Tuner per task. ``trials`` must be at
+    least ``min_trials(len(tasks), batch_size)``."""
 
     def __init__(self, tasks: list, target="llvm", trials: int = 256, mode: str = "gradient",
                  batch_size: int = 16, seed: int = 0, database=None, window: int = 3,
-                 eps: float = 0.05, **tuner_kw):
+                 eps: float = 0.05, max_failed_rounds: int = 2, **tuner_kw):
         if mode not in ("gradient", "round-robin"):
             raise ExplorerError(f"unknown task scheduling mode {mode!r}; use 'gradient' or "
                                 "'round-robin'")
         if not tasks:
             raise ExplorerError("TaskScheduler needs at least one task")
+        least = min_trials(len(tasks), batch_size)
+        if not isinstance(trials, int) or trials < least:
+            raise ExplorerError(
+                f"a budget of {trials!r} trials cannot give each of the {len(tasks)} tasks one "
+                f"batch of {batch_size}: give at least {least} trials in all (or a smaller "
+                "batch size)")
+        self.max_failed_rounds = max_failed_rounds
         from .database import Database
         from .measure.runner_choice import open_measurer
         from .tune import Tuner
@@ -91,6 +112,39 @@ class TaskScheduler:
                        for i, t in enumerate(tasks)]
         self.per_task_hint = per_task
         self.used = 0
+        self.given = [0] * len(tasks)          # rounds the scheduler gave each task
+        self.errors = [Counter() for _ in tasks]   # first line of each failure, per task
+        for tuner, errs in zip(self.tuners, self.errors):
+            tuner.events.subscribe(lambda ev, errs=errs: self._count_error(ev, errs))
+
+    @staticmethod
+    def _count_error(ev, errs: Counter) -> None:
+        from .events import CandidateMeasured
+        if isinstance(ev, CandidateMeasured) and ev.error and ev.error_kind != "cutoff":
+            errs[ev.error.strip().splitlines()[0][:200]] += 1
+
+    def _failing(self, i: int) -> bool:
+        """No correct candidate after ``max_failed_rounds`` rounds: no more budget for it."""
+        return (self.tuners[i].state.best is None
+                and self.given[i] >= self.max_failed_rounds)
+
+    def untuned(self) -> dict:
+        """Task name -> why it has no correct candidate, for every such task (after ``run``)."""
+        out = {}
+        for task, tuner, errs in zip(self.tasks, self.tuners, self.errors):
+            st = tuner.state
+            if st.best is not None:
+                continue
+            if st.trial == 0:
+                why = ("got no trials: " + ("its design space proposed no candidate"
+                                            if st.exhausted else "the budget ran out first"))
+            elif errs:
+                err, n = errs.most_common(1)[0]
+                why = f"all {st.trial} trials failed ({n} with: {err})"
+            else:
+                why = f"none of its {st.trial} trials ran correctly"
+            out[task.name] = why
+        return out
 
     def _latency(self, i: int) -> float:
         b = self.tuners[i].state.best
@@ -109,8 +163,8 @@ class TaskScheduler:
         return self.tasks[i].weight * min(back, forward)
 
     def _pick(self, alive: list) -> int:
-        fresh = [i for i in alive if not self.tuners[i].history]
-        if fresh:
+        fresh = [i for i in alive if not self.given[i]]
+        if fresh:   # the warm-up: one round for every task first
             return fresh[0]
         if self.mode == "round-robin" or self.rng.random() < self.eps:
             return alive[self.used % len(alive)] if self.mode == "round-robin" \
@@ -123,10 +177,12 @@ class TaskScheduler:
             t.begin()
         try:
             while self.used < self.budget:
-                alive = [i for i, t in enumerate(self.tuners) if t.active]
+                alive = [i for i, t in enumerate(self.tuners)
+                         if t.active and not self._failing(i)]
                 if not alive:
                     break
                 i = self._pick(alive)
+                self.given[i] += 1
                 self.used += self.tuners[i].step(limit=self.budget - self.used)
             for t in self.tuners:
                 t.retime()

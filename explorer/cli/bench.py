@@ -471,6 +471,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--emulate", action="store_true", help="with --target cuda: run each "
                         "kernel once on the host emulator of its CUDA C and check it against "
                         "numpy (no GPU needed; measures no speed; default cases: tiny)")
+    parser.add_argument("--suite", metavar="NAME", help="instead of --cases: every task of a "
+                        "suite (explorer tune --suite) from --db against the libraries, and the "
+                        "network total weighted by occurrences (explorer.cli.suite_bench)")
     parser.add_argument("--list", action="store_true", help="list cases and groups, then exit")
 
 
@@ -524,6 +527,9 @@ def main(args) -> int:
     """Run ``explorer bench`` with parsed ``args``; usage errors raise UsageError."""
     if args.list:
         return _list()
+    if getattr(args, "suite", None):
+        from .suite_bench import bench_suite
+        return bench_suite(args)
     cases, target = check_args(args)
     rounds = args.repeats or (2 if args.quick else 5)
     db = None

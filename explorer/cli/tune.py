@@ -1,7 +1,7 @@
 """Tune an operator (or a suite of them) on the CPU or GPU and keep the best schedules.
 
     explorer tune --op gemm --shape 1024,1024,1024 --trials 64 --seed 0 --db tuning_db
-    explorer tune --suite resnet18 --trials 512 --db tuning_db --json result.json
+    explorer tune --suite resnet18 --trials-per-task 64 --db tuning_db --json result.json
     explorer tune --op gemm --trials 256 --runner dask://10.0.0.5:8786
     explorer tune --op gemm --shape 64,64,64 --target cuda --emulate --trials 8
 
@@ -10,6 +10,13 @@ an interrupted run resumes where it stopped when started again with the same
 arguments (the records held count toward ``--trials``; a run that finds them all
 there says so and measures nothing new); ``explorer show --db DIR`` prints the
 best schedule per workload.
+
+A suite (``--suite``) is tuned by the task scheduler under one budget: every task
+gets one round first, then the rounds go where the network's weighted time falls
+fastest. The run ends with a table (``explorer.cli.suite_bench``): per task the
+tuned time against numpy and PyTorch (when installed), timed in the same minutes,
+and the network total weighted by how often each layer occurs. A task left without
+a correct candidate is named, with the reason, and the exit status is 1.
 
 ``--target cuda`` measures on the GPU through pycuda and refuses up front where
 pycuda or the driver is missing; ``--emulate`` runs the same path without a GPU
@@ -35,7 +42,8 @@ def add_arguments(p) -> None:
     what.add_argument("--op", default=None, help="operator name (default gemm); see "
                       "explorer.ops.registry")
     what.add_argument("--suite", default=None, help="a suite shipped with explorer "
-                      "(resnet18, bert_base, mobilenet_v2, mlp) or a suite JSON file")
+                      "(resnet18, bert_base, mobilenet_v2, mlp, memory_bound) or a suite JSON "
+                      "file; see --trials-per-task")
     p.add_argument("--shape", default=None, help="comma-separated shape parameters in the "
                    "operator's order, e.g. 1024,1024,1024 for gemm M,N,K (default 1024^3 gemm)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
@@ -47,33 +55,52 @@ def add_arguments(p) -> None:
     p.add_argument("--runner", default="local", help="where candidates are measured: local "
                    "(worker processes here, the default) or dask://HOST:PORT (Dask workers "
                    "started with explorer worker; needs the dask extra)")
-    p.add_argument("--trials", type=int, default=64, help="measured candidates in all "
-                   "(default 64; the database's records for the workload count)")
+    p.add_argument("--trials", type=int, default=None, help="measured candidates in all "
+                   "(default 64; the database's records for the workload count); with --suite "
+                   "the total budget over all tasks, at least one round (--batch-size, at most "
+                   "16) per task")
+    p.add_argument("--trials-per-task", type=int, default=None, metavar="T",
+                   help="--suite only: a budget of T x (number of tasks) trials, the same as "
+                   f"--trials T*tasks (give one of the two; default {SUITE_TRIALS_PER_TASK}); "
+                   "the scheduler gives each task one round first, then gives more rounds to "
+                   "the tasks whose weighted time falls fastest, so a task may get more or "
+                   "fewer than T")
     p.add_argument("--strategy", default="evolutionary",
                    choices=["evolutionary", "replay", "annealing"])
     p.add_argument("--cost-model", default="xgb", choices=["xgb", "random"])
     p.add_argument("--batch-size", type=int, default=32, help="candidates per round")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-expert-seed", action="store_true", help="do not seed the search with "
+                   "the expert schedule (explorer.space.expert): the search alone")
+    p.add_argument("--table-rounds", type=int, default=5, metavar="N", help="--suite only: "
+                   "interleaved rounds of the closing table against the libraries (default 5)")
     p.add_argument("--retime", type=int, default=4, metavar="N",
                    help="at the end, time the N fastest candidates again in interleaved "
                         "rounds and pick the best from all their runs (default 4; 0: off)")
     p.add_argument("--db", default="tuning_db", help="database directory (default tuning_db)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the result as JSON")
-    p.add_argument("--no-numpy", action="store_true", help="skip timing numpy for comparison")
+    p.add_argument("--no-numpy", action="store_true", help="skip timing numpy for comparison "
+                   "(with --suite: no closing table against the libraries)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
 MAX_TRIALS = 1_000_000
 MAX_SEED = 2 ** 32 - 1
+DEFAULT_TRIALS = 64
+SUITE_TRIALS_PER_TASK = 32
+SUITE_MAX_BATCH = 16
 
 
 def check_numbers(args) -> None:
     """Raise UsageError for a count or seed out of range."""
     for opt, v, lo, hi in (("--trials", args.trials, 1, MAX_TRIALS),
+                           ("--trials-per-task", getattr(args, "trials_per_task", None), 1,
+                            MAX_TRIALS),
                            ("--batch-size", args.batch_size, 1, 4096),
                            ("--retime", args.retime, 0, 1000),
+                           ("--table-rounds", getattr(args, "table_rounds", 5), 1, 1000),
                            ("--seed", args.seed, 0, MAX_SEED)):
-        if not lo <= v <= hi:
+        if v is not None and not lo <= v <= hi:
             raise UsageError(f"{opt} {v} is out of range: give a whole number from {lo} to {hi}")
 
 
@@ -123,6 +150,29 @@ def workload_from_args(args):
     name = "gemm" if args.op is None else args.op
     shape = "1024,1024,1024" if args.shape is None and name == "gemm" else args.shape
     return workload_from_text(name, shape, args.param)
+
+
+def suite_budget(args, n_tasks: int) -> tuple:
+    """(total trials, batch size) of a suite run from --trials or --trials-per-task and
+    --batch-size; UsageError, saying the minimum, when the budget cannot give every
+    task one round."""
+    from ..task_scheduler import min_trials
+    per_task = args.trials_per_task
+    if per_task is not None and args.trials is not None:
+        raise UsageError("give --trials (the total budget) or --trials-per-task (T per task: "
+                         "T x tasks in all), not both")
+    batch = min(args.batch_size, SUITE_MAX_BATCH)
+    if per_task is None and args.trials is None:
+        per_task = SUITE_TRIALS_PER_TASK
+    if per_task is not None:
+        batch = min(batch, per_task)
+        return per_task * n_tasks, batch
+    least = min_trials(n_tasks, batch)
+    if args.trials < least:
+        raise UsageError(f"--trials {args.trials} cannot give each of the {n_tasks} tasks of "
+                         f"--suite {args.suite} one round of {batch}: give at least --trials "
+                         f"{least} (or --trials-per-task {batch}, or a smaller --batch-size)")
+    return args.trials, batch
 
 
 def suite_from_args(args) -> list:
@@ -262,7 +312,14 @@ def main(args) -> int:
     target = target_from_args(args.target, remote, emulate)
     if emulate and args.suite:
         raise UsageError("--emulate tunes one operator (--op); a suite is tuned on a GPU")
-    work = suite_from_args(args) if args.suite else workload_from_args(args)
+    if args.suite:
+        work = suite_from_args(args)
+        args.trials, args.suite_batch = suite_budget(args, len(work))
+    else:
+        if getattr(args, "trials_per_task", None) is not None:
+            raise UsageError("--trials-per-task applies to --suite; for --op give --trials")
+        work = workload_from_args(args)
+        args.trials = DEFAULT_TRIALS if args.trials is None else args.trials
     for wl in ([t.workload for t in work] if args.suite else [work]):
         check_fits(wl)
     check_writable_dir(args.db, "--db")
@@ -280,7 +337,8 @@ def _tune_one(args, wl, target, db, progress) -> int:
     tuner = Tuner(wl, target, trials=args.trials, strategy=args.strategy,
                   cost_model=args.cost_model, database=db, seed=args.seed,
                   batch_size=args.batch_size, retime_top=args.retime, runner=args.runner,
-                  emulate=getattr(args, "emulate", False))
+                  emulate=getattr(args, "emulate", False),
+                  seed_expert=not getattr(args, "no_expert_seed", False))
     tuner.events.subscribe(BudgetNote([tuner], db, args.trials))
     tuner.events.subscribe(progress)
     res = tuner.run()
@@ -331,9 +389,9 @@ def _write_json(path: str, data) -> None:
 def _tune_suite(args, tasks, target, db, progress) -> int:
     from ..task_scheduler import TaskScheduler
     ts = TaskScheduler(tasks, target, trials=args.trials, seed=args.seed, database=db,
-                       batch_size=min(args.batch_size, 16), strategy=args.strategy,
+                       batch_size=args.suite_batch, strategy=args.strategy,
                        cost_model=args.cost_model, retime_top=args.retime,
-                       runner=args.runner)
+                       runner=args.runner, seed_expert=not args.no_expert_seed)
     note = BudgetNote(ts.tuners, db, args.trials, suite=args.suite)
     for t in ts.tuners:
         t.events.subscribe(note)
@@ -341,14 +399,46 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
     results = ts.run()
     outs = []
     for task, res in zip(tasks, results):
-        out = _result_json(res, task.workload,
-                           None if args.no_numpy else _numpy_gflops(task.workload))
+        out = _result_json(res, task.workload, None)
         out["task"], out["weight"] = task.name, task.weight
         outs.append(out)
-    _print_summary(outs)
+    _print_suite_trials(outs)
+    table = None
+    if target.kind != "llvm" and not args.no_numpy:
+        print(f"no table against the libraries on {target.kind}: time the database with "
+              f"explorer bench --target {target.kind} --db {db.path}")
+    elif not args.no_numpy:
+        from .suite_bench import SuiteBench, format_suite_table
+        bench = SuiteBench(target, db, rounds=args.table_rounds,
+                           log=None if not args.quiet else (lambda m: None))
+        try:
+            table = bench.run_suite(tasks)
+        finally:
+            bench.close()
+        print(format_suite_table(table))
     if args.json:
-        _write_json(args.json, {"suite": args.suite, "trials": args.trials, "tasks": outs})
+        _write_json(args.json, {"suite": args.suite, "trials": args.trials,
+                                "tasks": outs, "table": table})
+    untuned = ts.untuned()
+    for name, why in untuned.items():
+        print(f"explorer tune: task {name} of --suite {args.suite} was not tuned: {why}",
+              file=sys.stderr)
+    if untuned:
+        print(f"explorer tune: {len(untuned)} of {len(tasks)} tasks have no tuned schedule; "
+              "see explorer show --db " + str(db.path), file=sys.stderr)
+        return 1
     return 0
+
+
+def _print_suite_trials(outs: list) -> None:
+    """Per task: trials recorded (the database's included), failed, best before the table."""
+    print(f"{'task':24s} {'trials':>6s} {'failed':>6s} {'best ms':>9s} {'GFLOP/s':>8s}  "
+          "workload")
+    for o in outs:
+        bs, bg = o["best_seconds"], o["best_gflops"]
+        print(f"{o['task'][:24]:24s} {o['trials']:6d} {o['failed']:6d} "
+              f"{bs * 1e3 if bs else float('nan'):9.3f} {bg or float('nan'):8.1f}  "
+              f"{o['workload']['key']}")
 
 
 def _print_summary(outs: list) -> None:

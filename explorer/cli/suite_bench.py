@@ -1,0 +1,178 @@
+"""The closing table of a suite: each task's tuned schedule against numpy and PyTorch.
+
+    explorer tune --suite resnet18 --trials-per-task 64 --db tuning_db   # ends with it
+    explorer bench --suite resnet18 --db tuning_db                        # later, again
+
+Per task: the database's best record replayed (``tuned``), numpy (without the
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides, as ``explorer.measure.baselines``
+runs it) and PyTorch when installed, each in a process of its own, timed in the
+same minutes: ``rounds`` interleaved rounds (each round times every contender of
+the task once, in a rotated order), medians reported, every output checked
+against the numpy reference. The network total weights each task's median by how
+often the layer occurs (the suite's ``weight``); a library's total is given only
+when it has a time for every task.
+"""
+from __future__ import annotations
+
+from .bench import Bench, Contender, _ms, _ratio
+from .. import ops
+
+LIBS = ("numpy", "torch")
+
+
+class SuiteBench(Bench):
+    """``Bench`` with one tuned row and the library rows per task (no naive or expert
+    rows, no scaling or build-time checks); ``run_suite(tasks)`` gives the table."""
+
+    def __init__(self, target, db, threads=None, rounds: int = 5, quick: bool = False,
+                 torch: bool = True, log=None):
+        super().__init__(target, threads, rounds, quick, torch=torch, log=log, db=db)
+
+    def contenders(self, wl) -> list:
+        rows = [self._tuned(wl)]
+        library = getattr(wl, "checked_by", None) == "library" and wl.name in ops.registry
+        for impl, pool in self.pools.items():
+            if not library:
+                rows.append(Contender(impl, None, f"{wl.key} is not an operator of "
+                                      "explorer.ops: no library version"))
+                continue
+            rows.append(Contender(impl, lambda p=pool, i=impl: _baseline(p, i, wl, self.cfg,
+                                                                          self.threads),
+                                  settle=0.1))
+        return rows
+
+    def run_task(self, task) -> dict:
+        wl = task.workload
+        self.log(f"timing {task.name} ({wl.key}): tuned against "
+                 f"{' and '.join(self.pools)}, {self.rounds} interleaved rounds")
+        rows = self.contenders(wl)
+        live = [c for c in rows if c.measure is not None]
+        for r in range(self.rounds if live else 0):
+            for c in live[r % len(live):] + live[:r % len(live)]:
+                c.step()
+        out = {c.impl: c.row(wl.flops) for c in rows}
+        return {"task": task.name, "weight": task.weight, "key": wl.key, "flops": wl.flops,
+                "rows": out}
+
+    def run_suite(self, tasks: list) -> dict:
+        """The table: one entry per task, then the weighted totals."""
+        entries = [self.run_task(t) for t in tasks]
+        totals = {}
+        for impl in ("tuned",) + tuple(self.pools):
+            secs = [e["rows"][impl]["median_secs"] for e in entries]
+            have = [s for s in secs if s is not None]
+            totals[impl] = {"weighted_secs": sum(e["weight"] * s for e, s in
+                                                 zip(entries, secs)) if len(have) == len(secs)
+                            else None, "tasks_timed": len(have)}
+        return {"target": str(self.target), "threads": self.threads, "rounds": self.rounds,
+                "libraries": list(self.pools), "tasks": entries, "totals": totals,
+                "notes": list(self.notes)}
+
+
+def _baseline(pool, impl, wl, cfg, threads):
+    from ..measure.baselines import baseline_request
+    return baseline_request(pool, impl, wl, cfg, threads)
+
+
+def untimed(table: dict) -> dict:
+    """Task name -> why it has no tuned time in ``table``."""
+    out = {}
+    for e in table["tasks"]:
+        row = e["rows"]["tuned"]
+        if row["median_secs"] is None:
+            out[e["task"]] = (f"{row['error_kind']}: {row['error'].splitlines()[0][:160]}"
+                              if row["error"] else row["note"] or "not timed")
+    return out
+
+
+def format_suite_table(table: dict) -> str:
+    """The table as text: per task the medians and the libraries' time over ours."""
+    libs = table["libraries"]
+    head = ["task", "weight", "tuned ms", "GFLOP/s"] + [f"{lib} ms" for lib in libs] + \
+        [f"vs {lib}" for lib in libs]
+    lines = [head]
+    notes = []
+    for e in table["tasks"]:
+        rows, tuned = e["rows"], e["rows"]["tuned"]["median_secs"]
+        cells = [e["task"], f"{e['weight']:g}", _ms(tuned),
+                 f"{e['flops'] / tuned / 1e9:.1f}" if tuned else "-"]
+        cells += [_ms(rows[lib]["median_secs"]) for lib in libs]
+        cells += [_ratio(rows[lib]["median_secs"] / tuned if tuned and rows[lib]["median_secs"]
+                         else None) for lib in libs]
+        lines.append(cells)
+        for impl, r in rows.items():
+            if r["median_secs"] is None:
+                why = (f"{r['error_kind']}: {r['error'].splitlines()[0][:120]}" if r["error"]
+                       else r["note"] or "not timed")
+                notes.append(f"{e['task']} {impl}: {why}")
+    tot = table["totals"]
+    ours = tot["tuned"]["weighted_secs"]
+    cells = ["network (weighted)", "", _ms(ours), ""]
+    cells += [_ms(tot[lib]["weighted_secs"]) for lib in libs]
+    cells += [_ratio(tot[lib]["weighted_secs"] / ours if ours and tot[lib]["weighted_secs"]
+                     else None) for lib in libs]
+    lines.append(cells)
+    widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+    text = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                      enumerate(zip(r, widths))) for r in lines]
+    text.insert(1, "-" * len(text[0]))
+    text.insert(len(text) - 1, "-" * len(text[0]))
+    text.append(f"target {table['target']}, {table['threads']} threads, {table['rounds']} "
+                "interleaved rounds, medians; vs LIB = LIB's time over ours (> 1: ours is "
+                "faster); network = sum of weight x median over the tasks")
+    for impl, t in tot.items():
+        if t["weighted_secs"] is None:
+            text.append(f"no network total for {impl}: {t['tasks_timed']} of "
+                        f"{len(table['tasks'])} tasks timed")
+    text += [f"note: {n}" for n in notes + table["notes"]]
+    return "\n".join(text)
+
+
+def bench_suite(args) -> int:
+    """``explorer bench --suite NAME --db DIR``: the table of a tuned database, timed now.
+    Exit status 1 when a task has no tuned time (each is named, with the reason)."""
+    import json
+    import sys
+
+    from ..database import Database
+    from ..errors import ExplorerError, UsageError
+    from ..target import as_target, check_cpu
+    from .common import check_writable_file
+    from .show import check_database_dir
+    from .tune import suite_from_args
+    if not args.db:
+        raise UsageError("--suite times a tuned database against the libraries: give --db DIR "
+                         "(made by explorer tune --suite NAME --db DIR)")
+    if args.cases != ["default"]:
+        raise UsageError("give --suite or --cases, not both")
+    try:
+        target = as_target(args.target)
+        check_cpu(target)
+    except ExplorerError as e:
+        raise UsageError(str(e)) from None
+    if target.kind != "llvm":
+        raise UsageError(f"--suite compares CPU kernels with numpy and PyTorch; for "
+                         f"{target.kind} use --cases with --target {target.kind}")
+    if args.repeats is not None and not 1 <= args.repeats <= 1000:
+        raise UsageError(f"--repeats must be at least 1 and at most 1000, not {args.repeats}")
+    args.shape, args.param = None, []
+    tasks = suite_from_args(args)
+    check_database_dir(args.db)
+    if args.json:
+        check_writable_file(args.json, "--json")
+    bench = SuiteBench(target, Database(args.db), threads=args.threads,
+                       rounds=args.repeats or (2 if args.quick else 5), quick=args.quick,
+                       torch=not args.no_torch)
+    try:
+        table = bench.run_suite(tasks)
+    finally:
+        bench.close()
+    print(format_suite_table(table))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
+    missing = untimed(table)
+    for name, why in missing.items():
+        print(f"explorer bench: task {name} of --suite {args.suite} has no tuned time: {why}",
+              file=sys.stderr)
+    return 1 if missing else 0

@@ -1,0 +1,240 @@
+"""Suites end to end (issue 17): every task of a suite gets trials, the closing table
+times every task against numpy in the same minutes, a task left without a correct
+candidate is named and fails the run, a budget below one round per task is refused,
+``--no-expert-seed`` changes the first trial; the fused-epilogue workloads and layer
+norm equal numpy, naive and as fused schedules of the design space.
+
+Tiny suites of small shapes, replay search with the random model, rounds of 2."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from explorer import ExplorerError, Schedule, Trace, build, ops
+from explorer import cli
+from explorer.database import Database
+from explorer.errors import SpaceError
+from explorer.events import RoundStarted
+from explorer.measure import Measurer
+from explorer.space import DesignSpace
+from explorer.space.expert import expert_schedule, expert_trace
+from explorer.task_scheduler import Task, TaskScheduler, load_suite, min_trials
+from explorer.tune import Tuner
+
+TASKS = [{"op": "gemm", "params": {"M": 16, "N": 16, "K": 16}, "weight": 2, "name": "g"},
+         {"op": "row_sum", "params": {"M": 8, "N": 32}, "weight": 1, "name": "r"},
+         {"op": "conv2d_bias_relu", "params": {"N": 1, "C": 4, "H": 8, "W": 8, "K": 8, "R": 3,
+                                               "S": 3, "padding": 1}, "weight": 1, "name": "c"}]
+FAST = ["--batch-size", "2", "--retime", "0", "--strategy", "replay", "--cost-model", "random",
+        "--quiet"]
+
+
+@pytest.fixture()
+def suite(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"tasks": TASKS}))
+    return path
+
+
+def _status(argv) -> int:
+    """``cli.main``'s exit status; usage errors exit through argparse (status 2)."""
+    try:
+        return cli.main(argv)
+    except SystemExit as e:
+        return e.code
+
+
+def _tune(suite, db, *more):
+    return _status(["tune", "--suite", str(suite), "--db", str(db), *FAST, *more])
+
+
+def test_every_task_gets_trials_and_the_table_times_each_against_numpy(tmp_path, suite,
+                                                                       capsys):
+    out = tmp_path / "r.json"
+    assert _tune(suite, tmp_path / "db", "--trials-per-task", "2", "--table-rounds", "2",
+                 "--json", str(out)) == 0
+    text = capsys.readouterr().out
+    res = json.loads(out.read_text())
+    assert res["trials"] == 6 and [t["task"] for t in res["tasks"]] == ["g", "r", "c"]
+    for t in res["tasks"]:     # one round of 2 each: the budget is exactly one warm-up
+        assert t["trials"] == 2 and t["best_seconds"] > 0
+    table = res["table"]
+    assert [e["task"] for e in table["tasks"]] == ["g", "r", "c"]
+    for e in table["tasks"]:
+        tuned, numpy_row = e["rows"]["tuned"], e["rows"]["numpy"]
+        assert tuned["median_secs"] > 0 and numpy_row["median_secs"] > 0, e
+        assert len(tuned["samples"]) >= 2 and len(numpy_row["samples"]) >= 2
+        # both checked against the numpy reference on the way
+        assert tuned["max_abs_error"] is not None and numpy_row["max_abs_error"] is not None
+    weighted = sum(e["weight"] * e["rows"]["numpy"]["median_secs"] for e in table["tasks"])
+    assert math.isclose(table["totals"]["numpy"]["weighted_secs"], weighted)
+    assert table["totals"]["tuned"]["weighted_secs"] > 0
+    for name in ("g", "r", "c", "network (weighted)"):
+        assert any(line.startswith(name + " ") for line in text.splitlines()), name
+    assert "nan" not in text
+    # later: the same database timed again against the libraries
+    assert cli.main(["bench", "--suite", str(suite), "--db", str(tmp_path / "db"),
+                     "--repeats", "1", "--json", str(tmp_path / "b.json")]) == 0
+    again = json.loads((tmp_path / "b.json").read_text())
+    assert all(e["rows"]["tuned"]["median_secs"] and e["rows"]["numpy"]["median_secs"]
+               for e in again["tasks"])
+    # a suite the database holds no records of: every task is named, status 1
+    capsys.readouterr()
+    assert cli.main(["bench", "--suite", "mlp", "--db", str(tmp_path / "db"), "--repeats",
+                     "1"]) == 1
+    err = capsys.readouterr().err
+    assert all(f"task {n} of --suite mlp has no tuned time: no record" in err
+               for n in ("fc1", "fc2", "fc3"))
+
+
+def test_warm_up_gives_every_task_a_round_before_any_task_gets_a_second(tmp_path):
+    tasks = [Task(t["name"], ops.get(t["op"], **t["params"]), t["weight"]) for t in TASKS]
+    ts = TaskScheduler(tasks, "llvm", trials=10, batch_size=2, seed=0, database=tmp_path,
+                       strategy="replay", cost_model="random", retime_top=0)
+    order = []
+    for task, tuner in zip(tasks, ts.tuners):
+        tuner.events.subscribe(lambda ev, n=task.name: order.append(n)
+                               if isinstance(ev, RoundStarted) else None)
+    results = ts.run()
+    assert order[:3] == ["g", "r", "c"] and len(order) == 5
+    assert ts.used == 10 and all(r.trials >= 2 and r.best_seconds for r in results)
+    assert ts.untuned() == {}
+
+
+def test_a_budget_below_one_round_per_task_is_refused_up_front(tmp_path, suite, capsys):
+    assert min_trials(3, 2) == 6
+    assert _tune(suite, tmp_path / "db", "--trials", "5") == 2
+    err = capsys.readouterr().err
+    assert "--trials 5 cannot give each of the 3 tasks" in err
+    assert "give at least --trials 6" in err and not (tmp_path / "db").exists()
+    # the run of the issue: 12 ResNet-18 layers, rounds of 16, 32 trials
+    assert _status(["tune", "--suite", "resnet18", "--trials", "32", "--db",
+                    str(tmp_path / "db")]) == 2
+    assert "give at least --trials 192" in capsys.readouterr().err
+    assert _tune(suite, tmp_path / "db", "--trials", "6", "--trials-per-task", "2") == 2
+    assert "not both" in capsys.readouterr().err
+    assert _status(["tune", "--op", "gemm", "--trials-per-task", "2", "--db",
+                    str(tmp_path / "db")]) == 2
+    assert "--trials-per-task applies to --suite" in capsys.readouterr().err
+    tasks = load_suite(suite)
+    with pytest.raises(ExplorerError, match="give at least 6 trials"):
+        TaskScheduler(tasks, trials=5, batch_size=2)
+
+
+def test_a_task_that_cannot_be_tuned_is_named_and_the_run_fails(tmp_path, suite, capsys,
+                                                                 monkeypatch):
+    """Every candidate of row_sum computes a wrong result (the worker's fault injection:
+    the real kernel runs, its output is corrupted, the real check catches it)."""
+    real_input = Measurer.input
+
+    def faulty(self, sch, fault=None):
+        return real_input(self, sch, fault="wrong" if sch.workload.name == "row_sum"
+                          else fault)
+    monkeypatch.setattr(Measurer, "input", faulty)
+    db = tmp_path / "db"
+    assert _tune(suite, db, "--trials", "12", "--no-numpy") == 1
+    err = capsys.readouterr().err
+    assert "task r of --suite" in err and "was not tuned: all 4 trials failed" in err
+    assert "wrong" in err and "1 of 3 tasks have no tuned schedule" in err
+    assert "task g " not in err and "task c " not in err
+    recs = Database(db).records(ops.row_sum(8, 32))
+    # the failing task stopped after max_failed_rounds rounds; the others got the rest
+    assert len(recs) == 4 and not any(r.ok for r in recs)
+    assert len(Database(db).records()) == 12
+
+
+def test_no_expert_seed_changes_the_first_trial(tmp_path):
+    wl = ops.gemm(32, 32, 32)
+    firsts = {}
+    for flag in ((), ("--no-expert-seed",)):
+        db = tmp_path / ("search" if flag else "seeded")
+        assert cli.main(["tune", "--op", "gemm", "--shape", "32,32,32", "--trials", "1",
+                         "--batch-size", "1", "--retime", "0", "--no-numpy", "--quiet",
+                         "--db", str(db), *flag]) == 0
+        (rec,) = Database(db).records(wl)
+        sch = Trace.from_json(rec.trace).apply_to(Schedule(wl))
+        args = wl.make_args(0)
+        build(sch, "llvm")(*args)
+        wl.check(args)
+        firsts[bool(flag)] = sch.func
+    assert firsts[False] == expert_schedule(wl).func
+    assert firsts[True] != firsts[False]
+
+
+# ------------------------------------------------------------------ the new workloads
+
+NEW = [("conv2d_bias_relu", dict(N=1, C=3, H=9, W=7, K=5, R=3, S=3, stride=2, padding=1)),
+       ("conv2d_bias_relu", dict(N=2, C=4, H=6, W=6, K=3, R=1, S=1, dtype="float64")),
+       ("gemm_bias_gelu", dict(M=7, N=12, K=9)),
+       ("layer_norm", dict(M=5, N=19)),
+       ("layer_norm", dict(M=3, N=8, dtype="float64"))]
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+@pytest.mark.parametrize("name,kw", NEW, ids=[n for n, _ in NEW])
+def test_new_ops_equal_numpy(name, kw, backend):
+    wl = ops.get(name, **kw)
+    args = wl.make_args(4)
+    build(wl, backend)(*args)
+    assert wl.check(args) <= wl.default_tolerance()[1]
+    out = args[-1]
+    assert out.dtype == np.dtype(wl.dtype) and np.any(out != 0)
+
+
+def test_references_match_the_textbook_formulas():
+    wl = ops.gemm_bias_gelu(3, 4, 5, dtype="float64")
+    A, B, b, _ = wl.make_args(1)
+    x = A @ B + b
+    want = [[0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+             for v in row] for row in x]
+    np.testing.assert_allclose(wl.reference(A, B, b)[0], want, rtol=1e-12)
+    ln = ops.layer_norm(4, 6, dtype="float64")
+    X, g, be, _ = ln.make_args(2)
+    want = [[(v - np.mean(row)) / math.sqrt(np.var(row) + 1e-5) * g[j] + be[j]
+             for j, v in enumerate(row)] for row in X]
+    np.testing.assert_allclose(ln.reference(X, g, be)[0], want, rtol=1e-10)
+    conv = ops.conv2d_bias_relu(1, 2, 5, 5, 3, 3, 3, padding=1, dtype="float64")
+    X, W, b, _ = conv.make_args(3)
+    plain = ops.conv2d(1, 2, 5, 5, 3, 3, 3, padding=1, dtype="float64").reference(X, W)[0]
+    np.testing.assert_allclose(conv.reference(X, W, b)[0],
+                               np.maximum(plain + b[None, :, None, None], 0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name,kw,epilogue", [
+    ("conv2d_bias_relu", dict(N=1, C=4, H=8, W=8, K=8, R=3, S=3, padding=1), "relu"),
+    ("gemm_bias_gelu", dict(M=16, N=32, K=8), "gelu")])
+def test_fused_schedules_of_the_design_space_equal_numpy(name, kw, epilogue):
+    """bias_add is inlined and the epilogue computed at the main nest's tiles
+    (reverse_compute_at) by the space's own rules; such samples equal numpy."""
+    wl = ops.get(name, **kw)
+    space = DesignSpace(wl, "llvm")
+    fused = 0
+    for sch in space.sample(6, seed=3):
+        if "reverse_compute_at" not in [i.kind for i in sch.trace.insts]:
+            continue
+        fused += 1
+        for backend in ("interp", "llvm"):
+            args = wl.make_args(fused)
+            build(sch, backend)(*args)
+            wl.check(args)
+    assert fused >= 1
+    blocks = str(space.sketch_traces())
+    assert "compute_inline" in blocks and epilogue in blocks
+
+
+def test_expert_has_no_schedule_for_the_new_ops_and_the_tuner_goes_on_without_it():
+    for name in ("conv2d_bias_relu", "gemm_bias_gelu", "layer_norm"):
+        wl = ops.get(name, **ops.registry[name].small)
+        with pytest.raises(SpaceError, match="no expert schedule"):
+            expert_trace(wl)
+        assert Tuner(wl, "llvm", trials=1, cost_model="random").strategy.seeds == []
+
+
+def test_memory_bound_suite():
+    tasks = load_suite("memory_bound")
+    assert {t.workload.name for t in tasks} == {"softmax", "layer_norm", "row_sum",
+                                                "elementwise", "transpose"}
+    shapes = {(t.workload.name, dict(t.workload.params)["M"], dict(t.workload.params)["N"])
+              for t in tasks}
+    assert len(shapes) == 10 and {(m, n) for _, m, n in shapes} == {(1024, 1024), (4096, 1024)}
