@@ -74,6 +74,17 @@ def _baseline(pool, impl, wl, cfg, threads):
     return baseline_request(pool, impl, wl, cfg, threads)
 
 
+def print_suite_table(tasks: list, target, db, **bench_kw) -> dict:
+    """Time ``tasks`` (SuiteBench), print the table, return it."""
+    bench = SuiteBench(target, db, **bench_kw)
+    try:
+        table = bench.run_suite(tasks)
+    finally:
+        bench.close()
+    print(format_suite_table(table))
+    return table
+
+
 def untimed(table: dict) -> dict:
     """Task name -> why it has no tuned time in ``table``."""
     out = {}
@@ -160,14 +171,9 @@ def bench_suite(args) -> int:
     check_database_dir(args.db)
     if args.json:
         check_writable_file(args.json, "--json")
-    bench = SuiteBench(target, Database(args.db), threads=args.threads,
-                       rounds=args.repeats or (2 if args.quick else 5), quick=args.quick,
-                       torch=not args.no_torch)
-    try:
-        table = bench.run_suite(tasks)
-    finally:
-        bench.close()
-    print(format_suite_table(table))
+    table = print_suite_table(tasks, target, Database(args.db), threads=args.threads,
+                              rounds=args.repeats or (2 if args.quick else 5),
+                              quick=args.quick, torch=not args.no_torch)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(table, f, indent=1)

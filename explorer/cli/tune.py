@@ -408,14 +408,9 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
         print(f"no table against the libraries on {target.kind}: time the database with "
               f"explorer bench --target {target.kind} --db {db.path}")
     elif not args.no_numpy:
-        from .suite_bench import SuiteBench, format_suite_table
-        bench = SuiteBench(target, db, rounds=args.table_rounds,
-                           log=None if not args.quiet else (lambda m: None))
-        try:
-            table = bench.run_suite(tasks)
-        finally:
-            bench.close()
-        print(format_suite_table(table))
+        from .suite_bench import print_suite_table
+        table = print_suite_table(tasks, target, db, rounds=args.table_rounds,
+                                  log=(lambda m: None) if args.quiet else None)
     if args.json:
         _write_json(args.json, {"suite": args.suite, "trials": args.trials,
                                 "tasks": outs, "table": table})
