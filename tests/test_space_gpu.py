@@ -6,7 +6,6 @@ The counts here are CI-sized (``MUTATIONS`` per operator, fixed seed); the full 
 operator at the tuning shapes is ``benchmarks/mutation_validity.py``, whose measurement
 these tests share."""
 import importlib.util
-import math
 import pathlib
 import random
 import sys
