@@ -1,6 +1,7 @@
 """Notebook widgets over the engine: explore schedules by hand, see them, sample
 the design space, watch a tuner and its cost model; in lessons, measure each step
-against numpy (``Steps``) and check a student's schedule (``Exercise``).
+against numpy (``Steps``, ``GpuSteps`` on the emulator) and check a student's
+schedule (``Exercise``, ``GpuExercise``).
 
 Every widget is thin: state and logic live in view-models without ipywidgets
 (:mod:`widgets.explorer_state`, :mod:`widgets.sampler_state`,
@@ -12,11 +13,12 @@ comes from the engine's public API: measurements from
 """
 from .cost_model_view import CostModelView
 from .dashboard import TuningDashboard
-from .exercise import Exercise
+from .exercise import Exercise, GpuExercise
 from .explorer import ScheduleExplorer
 from .explorer_state import ExplorerState
+from .gpu_steps import GpuSteps
 from .sampler import SpaceSampler
 from .steps import Steps
 
 __all__ = ["ScheduleExplorer", "SpaceSampler", "TuningDashboard", "CostModelView",
-           "ExplorerState", "Steps", "Exercise"]
+           "ExplorerState", "Steps", "Exercise", "GpuSteps", "GpuExercise"]
