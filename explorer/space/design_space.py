@@ -24,6 +24,7 @@ from ..schedule import Schedule, Trace
 from ..schedule.sampling import perfect_tilings
 from ..schedule.tree import block_names, find_loop
 from .defaults import default_mutators, default_postprocs, default_rules
+from .mutators.gpu_limits import sample_within_limits
 from .replay import follows, replay, structure, truncated, well_formed, without_decisions
 
 _ROOT = object()  # stands for MetaSchedule's root block in the post-order walk
@@ -168,9 +169,13 @@ class DesignSpace:
     def _draw(self, rng: random.Random) -> tuple:
         sketches = self._sketch_list()
         sketch = sketches[rng.randrange(len(sketches))]
-        sch = Schedule(self.workload, seed=rng.randrange(2 ** 31))
+        seed = rng.randrange(2 ** 31)
+        sch = Schedule(self.workload, seed=seed)
+        trace = without_decisions(sketch.trace)
+        if self.target.is_gpu:      # the GPU tilings' decisions drawn within its limits
+            trace.decisions.update(sample_within_limits(sketch, self.func, self.target, seed))
         try:
-            replay(without_decisions(sketch.trace), sch)
+            replay(trace, sch)
         except ExplorerError as e:
             return None, f"replaying the sketch failed: {e}"
         reason = self.postprocess(sch)

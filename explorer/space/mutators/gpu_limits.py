@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import inspect
 import math
+import random
+import weakref
 
 from ...errors import ExplorerError
 from ...ir.arith import NonAffine, int_bounds
 from ...ir.functor import expr_vars
 from ...schedule.rv import ExprRV
+from ...schedule.sampling import perfect_tilings, sample_categorical
 from ...schedule.tree import find_block
 from .. import analysis as A
 from ..postprocs.verify_gpu import (_BYTES, VerifyGPUCode,   # its sizes of dtypes, as it counts
@@ -51,6 +54,7 @@ MAX_VTHREAD = _VERIFY["max_vthread"].default            # VerifyGPUCode's defaul
 MAX_VECTOR_BYTES = _VERIFY["max_vector_bytes"].default
 # thread axes whose iterations share a buffer of the scope (as VerifyGPUCode)
 _SHARED_BY = {"shared": ("threadIdx", "vthread"), "local": ("vthread",)}
+DRAWS = 256         # draws per tiled block when sampling within the limits
 
 
 class _Part:
@@ -107,6 +111,7 @@ class GPUTilingLimits:
         self.max_vector_bytes = max_vector_bytes
         self.blocks: list = []
         self.fetch_bytes: dict = {}     # sample_categorical index -> bytes per element fetched
+        self.tile_extent: dict = {}     # sample_perfect_tile index -> extent of the loop tiled
         self._follow(trace, func)
         self.blocks = [b for b in self.blocks if b.ok and b.order]
         for b in self.blocks:       # cooperative fetches are annotated after compute_at
@@ -171,6 +176,9 @@ class GPUTilingLimits:
             elif k == "sample_perfect_tile":
                 for pos, v in enumerate(out):
                     factor_of[v] = (idx, pos)
+                parts = loop_of[inp[0]].loops[inp[0]] if inp[0] in loop_of else ()
+                if len(parts) == 1 and parts[0].inst is None:
+                    self.tile_extent[idx] = parts[0].extent
             elif k == "split" and inp[0] in loop_of:
                 b = loop_of[inp[0]]
                 parts = b.loops[inp[0]]
@@ -288,6 +296,40 @@ class GPUTilingLimits:
         rounds' excess, as the region of the fetch is bounded without its predicate)."""
         return _cache_bytes(b, cache, decisions, threads, self._fetch_length(cache, decisions))
 
+    def sample(self, rng: random.Random, draws: int = DRAWS) -> dict:
+        """Decisions {instruction index: decision} for the ``sample_perfect_tile`` of each
+        GPU tiling and its cooperative fetches' ``sample_categorical``, drawn as those
+        instructions draw them (every perfect tiling equally likely, the categories by
+        their probabilities) and drawn again together, up to ``draws`` times per tiled
+        block, until the block is within the limits: the sampling instructions'
+        distribution conditioned on the limits. A block with no draw within them in
+        ``draws`` gets no decisions (the instructions then sample them as before)."""
+        out: dict = {}
+        insts = self._trace.insts
+        for b in self.blocks:
+            tiles = sorted({p.inst for ps in b.order for p in ps if p.inst is not None}
+                           - set(out))
+            fetches = sorted({c.fetch[1] for c in b.caches
+                              if c.fetch is not None and c.fetch[0] == "sampled"} - set(out))
+            if any(i not in self.tile_extent for i in tiles):
+                continue        # a factor of a loop this model did not follow
+            options = [(i, perfect_tilings(self.tile_extent[i], *insts[i].inputs[1:3]))
+                       for i in tiles]
+            for _ in range(draws):
+                d = dict(out)
+                for i, opts in options:
+                    d[i] = list(opts[rng.randrange(len(opts))])
+                for j in fetches:
+                    d[j] = sample_categorical(*insts[j].inputs[:2], rng)
+                try:
+                    ok = self._block_violation(b, d) is None
+                except (KeyError, IndexError, TypeError):
+                    break       # a factor without a decision: nothing to judge it by
+                if ok:
+                    out = d
+                    break
+        return out
+
     def vector_ok(self, categorical: int, length: int) -> bool:
         """Whether a cooperative fetch (sample_categorical ``categorical``) of ``length``
         elements per thread fits a GPU vector."""
@@ -357,3 +399,20 @@ def _starts_at_zero(b: _Block, cache: _Cache, depth: int, decisions: dict) -> bo
             if len(ps) == 1 or k == 0 or p.factor(decisions) > 1:
                 return False
     return True
+
+
+_SKETCH_LIMITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def sample_within_limits(sketch, func, target, seed: int, draws: int = DRAWS) -> dict:
+    """Decisions for the GPU tilings of ``sketch`` (a Schedule whose trace holds the
+    sampling instructions) within ``target``'s limits, from ``seed`` (see
+    ``GPUTilingLimits.sample``): what ``DesignSpace`` fills in before it replays a sketch
+    on a GPU target. The same seed gives the same decisions; the random stream is one of
+    its own (``seed`` may also seed the schedule that replays them). The model of a
+    sketch is built once."""
+    cached = _SKETCH_LIMITS.get(sketch)
+    if cached is None or cached[0] is not func or cached[1] != target:
+        cached = (func, target, GPUTilingLimits(sketch.trace, func, target))
+        _SKETCH_LIMITS[sketch] = cached
+    return cached[2].sample(random.Random(f"gpu tiles {seed}"), draws)
