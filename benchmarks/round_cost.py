@@ -140,10 +140,12 @@ def _round(space, wl, model, seed: int) -> dict:
     return {"round_s": secs, "round_applies": calls[0]}
 
 
-def _child(name: str, n: int, seed: int, do_round: bool) -> dict:
+def _child(name: str, n: int, seed: int, do_round: bool, no_gc: bool = False) -> dict:
     cmd = [sys.executable, __file__, "--once", name, "-n", str(n), "--seed", str(seed)]
     if do_round:
         cmd.append("--round")
+    if no_gc:
+        cmd.append("--no-gc")
     done = subprocess.run(cmd, capture_output=True, text=True, check=True,
                           env=dict(os.environ, PYTHONHASHSEED="0"))
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -177,19 +179,25 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=3, help="fresh processes per workload")
     p.add_argument("--round", action="store_true", help="also time one evolutionary round")
+    p.add_argument("--no-gc", action="store_true",
+                   help="disable Python's cycle collector (the code's own cost, without the "
+                        "collector's passes over everything the process holds)")
     p.add_argument("--json", default=None)
     p.add_argument("--once", default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.once:
+        if a.no_gc:
+            import gc
+            gc.disable()
         print(json.dumps(measure_once(a.once, a.n, a.seed, a.round)))
         return
     from explorer import Target
-    print(f"CPU: {Target('llvm').describe()}; n={a.n} seed={a.seed} repeat={a.repeat}",
-          flush=True)
+    print(f"CPU: {Target('llvm').describe()}; n={a.n} seed={a.seed} repeat={a.repeat}"
+          f"{' (cycle collector off)' if a.no_gc else ''}", flush=True)
     results: dict = {w: [] for w in a.workloads}
     for rep in range(a.repeat):          # interleaved: each repeat visits every workload
         for w in a.workloads:
-            results[w].append(_child(w, a.n, a.seed, a.round))
+            results[w].append(_child(w, a.n, a.seed, a.round, a.no_gc))
             print(f"repeat {rep + 1}/{a.repeat} {w} done", file=sys.stderr, flush=True)
     print(table(results))
     if a.json:
