@@ -61,6 +61,8 @@ def test_04_the_cost_model_learns_from_the_example_database():
     assert len(carried) == 1 and carried[0] > 0.6          # the trees themselves transfer
     rounds = re.findall(r"round \d+: \d+ samples after it; rank accuracy", text)
     assert rounds                                           # the live tuner's model
+    live = _floats(r"ranks the example database's \d+ C9 records at ([\d.]+)", text)
+    assert len(live) == 1 and live[0] > 0.6                 # what the live run's model knows
     assert _count(nb, "image/png") >= 5
     assert _count(nb, "application/vnd.jupyter.widget-view+json") >= 2
 
