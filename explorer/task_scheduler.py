@@ -113,6 +113,7 @@ class TaskScheduler:
         self.per_task_hint = per_task
         self.used = 0
         self.given = [0] * len(tasks)          # rounds the scheduler gave each task
+        self.ran_dry: set = set()   # tasks whose space proposed fewer candidates than asked
         self.errors = [Counter() for _ in tasks]   # first line of each failure, per task
         for tuner, errs in zip(self.tuners, self.errors):
             tuner.events.subscribe(lambda ev, errs=errs: self._count_error(ev, errs))
@@ -183,7 +184,13 @@ class TaskScheduler:
                     break
                 i = self._pick(alive)
                 self.given[i] += 1
-                self.used += self.tuners[i].step(limit=self.budget - self.used)
+                tuner = self.tuners[i]
+                asked = min(tuner.batch_size, tuner.trials - tuner.state.trial,
+                            self.budget - self.used)
+                got = tuner.step(limit=self.budget - self.used)
+                if got < asked:
+                    self.ran_dry.add(i)
+                self.used += got
             for t in self.tuners:
                 t.retime()
         finally:

@@ -238,3 +238,17 @@ def test_memory_bound_suite():
     shapes = {(t.workload.name, dict(t.workload.params)["M"], dict(t.workload.params)["N"])
               for t in tasks}
     assert len(shapes) == 10 and {(m, n) for _, m, n in shapes} == {(1024, 1024), (4096, 1024)}
+
+
+def test_a_task_whose_space_runs_out_is_said_and_its_budget_goes_elsewhere(tmp_path, capsys):
+    """The CPU space of a transpose holds one schedule: its task stops there, saying so."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tasks": [TASKS[0], {"op": "transpose", "params": {
+        "M": 16, "N": 32}, "name": "t"}]}))
+    assert _tune(path, tmp_path / "db", "--trials-per-task", "2", "--no-numpy") == 0
+    out = capsys.readouterr().out
+    db = Database(tmp_path / "db")
+    n = len(db.records(ops.transpose(16, 32)))
+    assert n >= 1 and len(db.records()) == 4
+    assert (f"note: task t: its design space proposed fewer new candidates than a round "
+            f"asked ({n} trials in all)") in out and "note: task g" not in out

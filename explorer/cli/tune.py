@@ -414,6 +414,11 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
     if args.json:
         _write_json(args.json, {"suite": args.suite, "trials": args.trials,
                                 "tasks": outs, "table": table})
+    for i, (task, tuner) in enumerate(zip(tasks, ts.tuners)):
+        if (tuner.state.exhausted or i in ts.ran_dry) and tuner.state.best is not None:
+            print(f"note: task {task.name}: its design space proposed fewer new candidates "
+                  f"than a round asked ({tuner.state.trial} trials in all); the rest of the "
+                  "budget went to the other tasks")
     untuned = ts.untuned()
     for name, why in untuned.items():
         print(f"explorer tune: task {name} of --suite {args.suite} was not tuned: {why}",
