@@ -67,6 +67,9 @@ def test_every_task_gets_trials_and_the_table_times_each_against_numpy(tmp_path,
         assert len(tuned["samples"]) >= 2 and len(numpy_row["samples"]) >= 2
         # both checked against the numpy reference on the way
         assert tuned["max_abs_error"] is not None and numpy_row["max_abs_error"] is not None
+    for t, e in zip(res["tasks"], table["tasks"]):
+        assert math.isclose(t["numpy_gflops"], e["flops"] / e["rows"]["numpy"]["median_secs"]
+                            / 1e9)
     weighted = sum(e["weight"] * e["rows"]["numpy"]["median_secs"] for e in table["tasks"])
     assert math.isclose(table["totals"]["numpy"]["weighted_secs"], weighted)
     assert table["totals"]["tuned"]["weighted_secs"] > 0

@@ -411,6 +411,9 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
         from .suite_bench import print_suite_table
         table = print_suite_table(tasks, target, db, rounds=args.table_rounds,
                                   log=(lambda m: None) if args.quiet else None)
+    for out, entry in zip(outs, (table or {}).get("tasks", [])):
+        secs = entry["rows"]["numpy"]["median_secs"]
+        out["numpy_gflops"] = entry["flops"] / secs / 1e9 if secs else None
     if args.json:
         _write_json(args.json, {"suite": args.suite, "trials": args.trials,
                                 "tasks": outs, "table": table})
