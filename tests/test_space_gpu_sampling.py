@@ -14,10 +14,10 @@ import pytest
 
 from explorer import Target
 from explorer.backends import build
-from explorer.errors import BuildError
 from explorer.space import DesignSpace
 from explorer.space.mutators.gpu_limits import GPUTilingLimits, sample_within_limits
 from explorer.space.replay import structure
+from test_space_gpu import _no_cxx      # the reason to skip where no C++ compiler runs
 
 _BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "sample_validity.py"
 _spec = importlib.util.spec_from_file_location("sample_validity", _BENCH)
@@ -140,15 +140,6 @@ def _check_on_interp(sch, wl) -> None:
 def test_sampled_schedules_match_numpy_on_the_interpreter(draws, name):
     for sch in _valid(draws[name][0])[:2]:
         _check_on_interp(sch, WORKLOADS[name])
-
-
-def _no_cxx():
-    from explorer.backends.cuda import emulate
-    try:
-        emulate.find_compiler()
-    except BuildError as e:
-        return str(e)
-    return None
 
 
 @pytest.mark.skipif(_no_cxx() is not None, reason=_no_cxx() or "")
