@@ -25,6 +25,11 @@ the lowered program. The model's registers are what lowering allocates; its shar
 are the bound on the schedule tree (``verify_gpu.footprints``), at least the lowered
 size: what the model accepts the verifier accepts (``tests/test_space_gpu.py``).
 
+The same model samples: ``GPUTilingLimits.sample`` draws a tiling's decisions as its
+sampling instructions would and draws again until they are within the limits (the
+instructions' distribution conditioned on the limits), which ``DesignSpace`` does for
+every draw on a GPU target (``sample_within_limits``).
+
 A cooperative fetch copies the ``E`` elements of a tile as ``ceil(E / (threads * v))``
 rounds of ``threads * v`` under a predicate. The region of that copy is bounded without
 the predicate, so when the rounds overshoot ``E`` the outermost dimension of the buffer

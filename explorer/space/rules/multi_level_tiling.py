@@ -16,6 +16,10 @@ runs at half speed). On GPU (``"SSSRRSRS"``) the first three spatial levels are 
 and bound to ``blockIdx.x``, ``vthread.x``, ``threadIdx.x``, the inputs are read
 through shared memory at level 4 (``reuse_read``) with a cooperative fetch whose
 vector length is sampled, and the output accumulates in local memory at level 3.
+A draw of a GPU design space fills in these tiles' decisions within the target's limits
+(``GPUTilingLimits.sample``: threads per block from a warp to the maximum, virtual
+threads, shared memory, registers), so that most draws pass ``VerifyGPUCode``; the trace
+keeps the same sampling instructions.
 """
 from __future__ import annotations
 
