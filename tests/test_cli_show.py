@@ -67,3 +67,15 @@ def test_a_kernel_that_cannot_be_built_is_named_not_a_crash(tmp_path, capsys):
     assert cli.main(["show", "--db", str(tmp_path / "db"), "--source"]) == 0
     out = capsys.readouterr().out
     assert "cannot be rebuilt here" in out and "blockIdx" in out and "Traceback" not in out
+
+
+def test_a_reader_that_leaves_early_is_no_error(tmp_path):
+    """``explorer show --source | head``: the closed pipe ends the command quietly."""
+    import subprocess
+    import sys
+    path = _db(tmp_path, ops.get("gemm", 16, 16, 16))
+    p = subprocess.Popen([sys.executable, "-m", "explorer.cli", "show", "--db", str(path),
+                          "--source"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()                       # before the command writes its first line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0 and err == ""

@@ -101,6 +101,9 @@ def _run(args, subparser) -> int:
         return _fail(f"{name}: {one_line(e)}")
     except KeyboardInterrupt:
         return _fail(f"{name}: interrupted", 130)
+    except BrokenPipeError:          # the reader left (explorer show --source | head)
+        _quiet_stdout()
+        return 0
     except MemoryError:
         return _fail(f"{name}: out of memory: use a smaller --shape or fewer workloads")
     except OSError as e:
@@ -111,6 +114,16 @@ def _run(args, subparser) -> int:
             raise
         return _fail(f"{name}: internal error {type(e).__name__}: {one_line(e)[:300]} "
                      "(please report it; EXPLORER_DEBUG=1 shows the traceback)")
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush into the closed
+    pipe does not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _fail(line: str, status: int = 1) -> int:
