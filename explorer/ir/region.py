@@ -141,3 +141,32 @@ def level_extents(indices: list, loops, shape: tuple) -> list:
             hi = max(r[i][1] for r in per_index)
             exts[i][d] = max(1, min(hi - lo + 1, size))
     return exts
+
+
+def first_hole(sites: list):
+    """Where the points written at ``sites`` (index tuples in loop variables, each with
+    the ``{var: (lo, hi)}`` of the loops that vary, as ``union_region`` takes them) leave
+    holes in their bounding box: ``(site, dim, points, box)`` for the first dimension
+    whose points are fewer than its box, or None. A dimension is judged only when its
+    index is affine in varying loops that no other dimension uses (a fused index is
+    taken as dense). ``j_1 * 8`` with ``j_1`` in [0, 2) writes 2 points of a box of 9:
+    a consumer covering the box there would read 7 elements nobody wrote."""
+    for n, (idx, ranged) in enumerate(sites):
+        forms = [parse_affine(e) for e in idx]
+        for d, a in enumerate(forms):
+            if a.atoms:
+                continue
+            varying = {v: c for v, c in a.coefs.items()
+                       if v in ranged and ranged[v][1] > ranged[v][0]}
+            if any(v in other.vars for v in varying
+                   for k, other in enumerate(forms) if k != d):
+                continue
+            span, points, dense = 0, 1, True
+            for c, steps in sorted((abs(c), ranged[v][1] - ranged[v][0])
+                                   for v, c in varying.items()):
+                dense = dense and c <= span + 1
+                span += c * steps
+                points *= steps + 1
+            if not dense:
+                return n, d, points, span + 1
+    return None
