@@ -12,7 +12,7 @@ from __future__ import annotations
 from .expr import (Add, BinaryOp, BufferLoad, Call, Cast, CmpOp, Expr, FloatImm, FloorDiv,
                    FloorMod, IntImm, Max, Min, Mul, Not, Select, Sub, Var, And, Or, LT, LE,
                    EQ, NE, const)
-from .functor import expr_children, expr_vars, rebuild_expr
+from .functor import _keep, expr_children, expr_vars, rebuild_expr
 
 
 class NonAffine(Exception):
@@ -26,10 +26,10 @@ def _lin(e: Expr, ranges) -> tuple[dict, int]:
     on the node (callers only read the dict)."""
     if ranges:
         return _lin_of(e, ranges)
-    d = e.__dict__
-    out = d.get("_lin")
+    out = getattr(e, "_lin", None)
     if out is None:
-        out = d["_lin"] = _lin_of(e, None)
+        out = _lin_of(e, None)
+        _keep(e, "_lin", out)
     return out
 
 
@@ -162,10 +162,10 @@ def simplify(e: Expr, ranges: dict | None = None) -> Expr:
     Without ranges the result is kept on the (immutable) node: a function's bindings
     are simplified again after every primitive that rebuilds the blocks around them."""
     if not ranges or _plain(e):
-        d = e.__dict__
-        out = d.get("_simple")
+        out = getattr(e, "_simple", None)
         if out is None:
-            out = d["_simple"] = _simplify(e, None)
+            out = _simplify(e, None)
+            _keep(e, "_simple", out)
         return out
     return _simplify(e, ranges)
 
@@ -173,8 +173,7 @@ def simplify(e: Expr, ranges: dict | None = None) -> Expr:
 def _plain(e: Expr) -> bool:
     """Only int32 +, -, *, variables and constants: ranges cannot change its simplified
     form (they only decide //, %, min, max and comparisons). Kept on the node."""
-    d = e.__dict__
-    out = d.get("_plain")
+    out = getattr(e, "_plain", None)
     if out is None:
         if isinstance(e, (IntImm, Var)):
             out = e.dtype == "int32"
@@ -182,7 +181,7 @@ def _plain(e: Expr) -> bool:
             out = e.dtype == "int32" and _plain(e.a) and _plain(e.b)
         else:
             out = False
-        d["_plain"] = out
+        _keep(e, "_plain", out)
     return out
 
 
@@ -316,7 +315,10 @@ def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     Kept on the node per ranges of its own variables (all the answer depends on):
     lowering asks again for each place it tries to allocate a buffer."""
     key = tuple(sorted((v, ranged[v]) for v in expr_vars(e) if v in ranged))
-    memo = e.__dict__.setdefault("_sym_bounds", {})
+    memo = getattr(e, "_sym_bounds", None)
+    if memo is None:
+        memo = {}
+        _keep(e, "_sym_bounds", memo)
     out = memo.get(key)
     if out is None:
         try:

@@ -76,15 +76,21 @@ def collect_loads(e: Expr) -> list:
 
 def _loads(e: Expr) -> tuple:
     """``collect_loads`` as a tuple, cached on the (immutable) node."""
-    d = e.__dict__
-    out = d.get("_loads")
+    out = getattr(e, "_loads", None)
     if out is None:
         kids = expr_children(e)
         out = (e,) if isinstance(e, BufferLoad) else ()
         for k in kids:
             out += _loads(k)
-        d["_loads"] = out
+        _keep(e, "_loads", out)
     return out
+
+
+def _keep(node, key: str, value) -> None:
+    """Keep an analysis of an immutable node on it (an attribute beside its fields:
+    equality, hashing and ``with_`` ignore it). Set as an attribute, not through
+    ``node.__dict__``, which would make Python build a dict object per node."""
+    object.__setattr__(node, key, value)
 
 
 _NO_VARS: frozenset = frozenset()
@@ -92,8 +98,7 @@ _NO_VARS: frozenset = frozenset()
 
 def expr_vars(e: Expr) -> frozenset:
     """Names of the variables ``e`` uses, cached on the (immutable) node."""
-    d = e.__dict__
-    out = d.get("_vars")
+    out = getattr(e, "_vars", None)
     if out is None:
         if isinstance(e, Var):
             out = frozenset((e.name,))
@@ -105,7 +110,7 @@ def expr_vars(e: Expr) -> frozenset:
                 out = expr_vars(kids[0])
             else:
                 out = frozenset().union(*[expr_vars(k) for k in kids])
-        d["_vars"] = out
+        _keep(e, "_vars", out)
     return out
 
 

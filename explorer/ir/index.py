@@ -94,17 +94,17 @@ class FuncIndex:
 
 def index_of(func: PrimFunc) -> FuncIndex:
     """The (cached) index of ``func``."""
-    d = func.__dict__
-    idx = d.get(_KEY)
+    idx = getattr(func, _KEY, None)
     if idx is None:
-        idx = d[_KEY] = FuncIndex(func)
+        idx = FuncIndex(func)
+        object.__setattr__(func, _KEY, idx)
     return idx
 
 
 def cached(obj, key: str, fn):
     """``fn(obj)``, computed once per (immutable) ``obj`` and kept on it under ``key``."""
-    d = obj.__dict__
-    out = d.get(key)
+    out = getattr(obj, key, None)
     if out is None:
-        out = d[key] = fn(obj)
+        out = fn(obj)
+        object.__setattr__(obj, key, out)
     return out

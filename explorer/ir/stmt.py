@@ -29,15 +29,14 @@ class Stmt:
     def with_(self, **changes):
         """A copy with ``changes`` to its fields (what ``dataclasses.replace`` does, without
         its cost, and without the analyses cached on this node)."""
-        new = object.__new__(type(self))
-        nd = new.__dict__
-        for k, v in self.__dict__.items():
-            if k[0] != "_":
-                nd[k] = v
-        for k, v in changes.items():
-            if k not in nd:
-                raise TypeError(f"{type(self).__name__} has no field {k!r}")
-            nd[k] = v
+        cls = type(self)
+        fields = cls.__dataclass_fields__
+        for k in changes:
+            if k not in fields:
+                raise TypeError(f"{cls.__name__} has no field {k!r}")
+        new = object.__new__(cls)
+        for k in fields:
+            object.__setattr__(new, k, changes[k] if k in changes else getattr(self, k))
         return new
 
     def __getstate__(self):
@@ -77,14 +76,15 @@ class Block(Stmt):
 
     def reads(self) -> list:
         """Buffers the block reads (its own output excluded), in first-use order."""
-        cached = self.__dict__.get("_reads")
+        cached = getattr(self, "_reads", None)
         if cached is None:
             from .functor import collect_loads
             seen: list = []
             for load in collect_loads(self.body.value):
                 if load.buffer != self.body.buffer and load.buffer not in seen:
                     seen.append(load.buffer)
-            cached = self.__dict__["_reads"] = tuple(seen)
+            cached = tuple(seen)
+            object.__setattr__(self, "_reads", cached)
         return list(cached)
 
     def read_indices(self, buf: Buffer) -> list:

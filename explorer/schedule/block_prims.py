@@ -37,7 +37,10 @@ def access_sites(realize: BlockRealize, indices_list: list, below: list, relaxed
 def _in_loop_vars(realize: BlockRealize, idx: tuple) -> tuple:
     """``idx`` (indices in the block's iteration variables) in loop variables, simplified;
     kept on the realize per index tuple of its block."""
-    memo = realize.__dict__.setdefault("_sites", {})
+    memo = getattr(realize, "_sites", None)
+    if memo is None:
+        memo = {}
+        object.__setattr__(realize, "_sites", memo)
     hit = memo.get(id(idx))
     if hit is not None and hit[0] is idx:
         return hit[1]
@@ -172,7 +175,7 @@ def _planned(func, block: str, loop: str, need_region: bool = False) -> tuple:
     """``_compute_at_plan``, kept on the (immutable) function for the last (block, loop)
     asked: ``sample_compute_location`` checks the place ``compute_at`` then uses."""
     key = (block, loop)
-    memo = func.__dict__.get("_compute_at_plan")
+    memo = getattr(func, "_compute_at_plan", None)
     if memo is not None and memo[0] == key:
         if isinstance(memo[1], ScheduleError):   # a fresh copy: no frames kept on func
             raise type(memo[1])(*memo[1].args)
@@ -180,9 +183,9 @@ def _planned(func, block: str, loop: str, need_region: bool = False) -> tuple:
     try:
         plan = _compute_at_plan(func, block, loop, need_region)
     except ScheduleError as e:
-        func.__dict__["_compute_at_plan"] = (key, type(e)(*e.args))   # without frames
+        object.__setattr__(func, "_compute_at_plan", (key, type(e)(*e.args)))  # no frames
         raise
-    func.__dict__["_compute_at_plan"] = (key, plan)
+    object.__setattr__(func, "_compute_at_plan", (key, plan))
     return plan
 
 
@@ -202,9 +205,10 @@ def _analysable(sites: list, func) -> bool:
 def _without(func, block: str):
     """``remove_block(func, block)``, kept on ``func`` for the last block asked (every
     loop tried for a compute location removes the same block)."""
-    memo = func.__dict__.get("_without")
+    memo = getattr(func, "_without", None)
     if memo is None or memo[0] != block:
-        memo = func.__dict__["_without"] = (block, remove_block(func, block))
+        memo = (block, remove_block(func, block))
+        object.__setattr__(func, "_without", memo)
     return memo[1]
 
 

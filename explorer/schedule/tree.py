@@ -38,9 +38,10 @@ def block_names(func: PrimFunc) -> list:
 def realizes_under(stmt: Stmt) -> list:
     """(BlockRealize, ancestors within ``stmt``) pairs, in execution order (kept on the
     immutable ``stmt``: loops shared by successive functions are walked once)."""
-    cached = stmt.__dict__.get("_realizes")
+    cached = getattr(stmt, "_realizes", None)
     if cached is None:
-        cached = stmt.__dict__["_realizes"] = tuple(_realizes_under(stmt))
+        cached = tuple(_realizes_under(stmt))
+        object.__setattr__(stmt, "_realizes", cached)
     return list(cached)
 
 
