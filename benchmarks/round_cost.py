@@ -29,14 +29,15 @@ default population and generations, a trained model) and counts its
 ``DesignSpace.apply`` calls.
 
 Measured (issue 17, 2-core Zen 5 shared with other jobs, ``-n 24``, minimum of two
-runs, CPU ms per candidate, before = commit c926cc3, after = the replay / lowering
-work that followed it; ``apply + lower + features``):
+interleaved runs, CPU ms per candidate, before = commit c926cc3, after = the
+replay / lowering work that followed it; ``apply + lower + features``):
 
-    collector on     gemm 1024^3  11.8 -> 5.1   C2 23.3 -> 15.6   C6 23.8 -> 15.2
-    --no-gc          gemm 1024^3  11.1 -> 4.7   C2 20.8 -> 10.8   C6 22.4 ->  9.9
-    sample           gemm 1024^3   8.0 -> 2.5   C2 30.6 ->  8.2   C6 36.4 ->  9.0
+    collector on     gemm 1024^3  10.3 -> 5.6   C2 29.3 -> 14.1   C6 23.0 -> 13.7
+    --no-gc          gemm 1024^3  11.5 -> 4.3   C2 27.0 -> 10.1   C6 19.7 -> 12.1
+    sample           gemm 1024^3   7.3 -> 3.8   C2 46.0 -> 11.7   C6 38.7 ->  8.1
     one round (s)    gemm 1024^3   5.4 -> 3.6   C2 13.8 -> 10.0   C6 13.2 ->  8.5
 
+The figures move by 20-40% between runs on that machine; the call counts do not.
 Python function calls per candidate (cProfile, deterministic): apply 177k -> 42k
 (C2), 45k -> 16k (gemm); lowering 63k -> 25k (C2); sampling 404k -> 44k (C2).
 With the collector on, its passes over everything the process holds (numpy's and
