@@ -8,7 +8,7 @@ from ..ir.arith import NonAffine, int_bounds, linear_form, simplify
 from ..ir.expr import LE, LT, Var, all_of, const
 from ..ir.functor import REMOVE, replace_loads, substitute
 from ..ir.index import index_of
-from ..ir.region import union_region
+from ..ir.region import union_region, first_hole
 from ..ir.stmt import BlockRealize, BufferStore, For, TRUE
 from .tree import (Namer, body_of, children, loop_role, contains_block, find_block, find_loop, insert_in, iter_dims,
                    loads_of, loops_of, readers, realizes_under, remove_block, replace_block,
@@ -301,6 +301,25 @@ def reverse_compute_at(func, block: str, loop: str):
                                         f"result {buf.name} is still partial")
             sites += access_sites(r, [r.block.body.indices], loops_of(rpath), relaxed)
     region = _region_or_fail(sites, buf, func, "reverse_compute_at", loop)
+    if buf.scope == "local":
+        for r, rpath in realizes_under(target.body):
+            bound = [lp for lp in loops_of(rpath) if lp.kind == "thread"
+                     and lp.thread.startswith("threadIdx")]
+            if r.block.body.buffer.name == buf.name and bound:
+                raise ScheduleError(
+                    f"reverse_compute_at: {buf.name} is local to each thread and its producer "
+                    f"{r.block.name!r} runs under {bound[0].thread} loop {bound[0].var.name!r} "
+                    f"inside {loop!r}: every thread would copy out the whole region from its "
+                    f"own registers; put {block!r} under {bound[-1].var.name!r} or deeper")
+    hole = first_hole(sites)
+    if hole is not None:
+        _, dim, points, box = hole
+        raise ScheduleError(
+            f"reverse_compute_at: under loop {loop!r} the producers of {buf.name} write "
+            f"{points} of the {box} elements of its dimension {dim} that {block!r} would "
+            f"cover (a loop inside {loop!r} strides over that dimension), so it would copy "
+            f"elements nobody wrote: move {block!r} under a loop outside the strided one, or "
+            f"reorder the strided loop outside {loop!r}")
     # the region is per dim of buf; the consumer iterates its own dims
     nest = cover_nest(cons.block, dims, region, func, all_ranges(func))
     out = remove_block(func, block)
