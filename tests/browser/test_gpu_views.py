@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from _lab import CHROMIUM, CHROMIUM_ARGS, Lab, missing
+from _lab import Lab
 
 pytestmark = pytest.mark.browser
 
@@ -18,17 +18,12 @@ PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    why = missing()
-    if why:
-        pytest.skip(f"browser test skipped: {why}")
-    from playwright.sync_api import sync_playwright
+def page(tmp_path_factory, chromium):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with Lab(tmp_path_factory.mktemp("lab"), [HERE / "gpu_explorer.ipynb"]) as lab, \
-            sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with Lab(tmp_path_factory.mktemp("lab"), [HERE / "gpu_explorer.ipynb"]) as lab:
+        context = chromium.new_context(viewport={"width": 1400, "height": 1100})
         try:
-            pg = browser.new_context(viewport={"width": 1400, "height": 1100}).new_page()
+            pg = context.new_page()
             pg.set_default_timeout(90_000)
             pg.goto(lab.url("gpu_explorer.ipynb"))
             pg.locator(".jp-StatusBar-TextItem", has_text="| Idle").first.wait_for()
@@ -36,7 +31,7 @@ def page(tmp_path_factory):
             pg.locator(f"{PANEL} .se-code-view").wait_for()
             yield pg
         finally:
-            browser.close()
+            context.close()
 
 
 def _option(select, starts: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from _lab import CHROMIUM, CHROMIUM_ARGS, Lab, missing
+from _lab import Lab
 
 pytestmark = pytest.mark.browser
 
@@ -20,26 +20,21 @@ PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
 @contextlib.contextmanager
-def _lab_and_browser(tmp, files):
-    """A JupyterLab serving ``files`` and a Chromium context for it (skips when either
-    is missing here)."""
-    why = missing()
-    if why:
-        pytest.skip(f"browser test skipped: {why}")
-    from playwright.sync_api import sync_playwright
+def _lab_and_browser(tmp, files, chromium):
+    """A JupyterLab serving ``files`` and a fresh context of the session's Chromium."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with Lab(tmp, files) as lab, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with Lab(tmp, files) as lab:
+        context = chromium.new_context(viewport={"width": 1400, "height": 1000})
         try:
-            yield lab, browser.new_context(viewport={"width": 1400, "height": 1000})
+            yield lab, context
         finally:
-            browser.close()
+            context.close()
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def page(tmp_path_factory, chromium):
     with _lab_and_browser(tmp_path_factory.mktemp("lab"),
-                          [HERE / "explorer_smoke.ipynb"]) as (lab, context):
+                          [HERE / "explorer_smoke.ipynb"], chromium) as (lab, context):
         context.grant_permissions(["clipboard-read", "clipboard-write"],
                                   origin=f"http://127.0.0.1:{lab.port}")
         pg = context.new_page()
@@ -195,11 +190,11 @@ _MODEL_ERRORS = """() => {
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab(tmp_path_factory, chromium):
     mp = pytest.MonkeyPatch()
     mp.setenv("EXPLORER_SHORT", "1")          # the kernels inherit the server's environment
     try:
-        with _lab_and_browser(tmp_path_factory.mktemp("lessons"), LESSONS) as found:
+        with _lab_and_browser(tmp_path_factory.mktemp("lessons"), LESSONS, chromium) as found:
             yield found
     finally:
         mp.undo()
