@@ -16,7 +16,7 @@ from ..ir.stmt import Block, BlockRealize, For, PrimFunc, SeqStmt, Stmt, seq
 
 def find_loop(func: PrimFunc, name: str, prim: str = "") -> tuple:
     """(For node, ancestors outermost first) of the loop called ``name``."""
-    hit = index_of(func).loops.get(name)
+    hit = index_of(func).loops.get(name) if isinstance(name, str) else None
     if hit is not None:
         return hit
     raise ScheduleError(f"{prim}: loop {name!r} is not in the function (it was removed or "
@@ -24,7 +24,7 @@ def find_loop(func: PrimFunc, name: str, prim: str = "") -> tuple:
 
 
 def find_block(func: PrimFunc, name: str, prim: str = "") -> tuple:
-    hit = index_of(func).blocks.get(name)
+    hit = index_of(func).blocks.get(name) if isinstance(name, str) else None
     if hit is not None:
         return hit
     raise ScheduleError(f"{prim}: block {name!r} is not in the function; blocks are: "
