@@ -239,15 +239,21 @@ def baseline_request(pool, impl: str, wl, cfg: RunConfig, threads: int, *,
     """Check and time ``impl`` on ``wl`` once in ``pool``: a MeasureResult (failures too).
     With ``reference_fallback``, numpy times the operator's own numpy reference where it
     has no dedicated implementation (softmax, reductions...)."""
-    from .pool import WorkerDied, WorkerTimeout
-    from .result import MeasureResult
-    from .runner import result_from_message
     payload = {"impl": impl, "op": wl.name, "params": {k: v for k, v in wl.params},
                "dtype": wl.dtype, "config": cfg.as_json(), "threads": threads,
                "reference_fallback": reference_fallback}
+    return library_call(pool, "baseline", impl, payload, cfg)
+
+
+def library_call(pool, job: str, impl: str, payload: dict, cfg: RunConfig):
+    """Run library job ``job`` on the pool's one worker: its MeasureResult, or a failed one
+    (the worker restarted) when it timed out or died."""
+    from .pool import WorkerDied, WorkerTimeout
+    from .result import MeasureResult
+    from .runner import result_from_message
     w = pool[0]
     try:
-        msg = w.call("baseline", payload,
+        msg = w.call(job, payload,
                      lambda ph, m: cfg.build_timeout if ph is None else cfg.run_timeout)
     except (WorkerTimeout, WorkerDied) as e:
         w.restart()

@@ -157,20 +157,10 @@ def gpu_baseline_pool(impl: str):
 
 def gpu_baseline_request(pool, impl: str, wl, cfg: RunConfig):
     """Check and time ``impl`` on ``wl`` once in ``pool``: a MeasureResult (failures too)."""
-    from .pool import WorkerDied, WorkerTimeout
-    from .result import MeasureResult
-    from .runner import result_from_message
+    from .baselines import library_call
     payload = {"impl": impl, "op": wl.name, "params": {k: v for k, v in wl.params},
                "dtype": wl.dtype, "config": cfg.as_json()}
-    w = pool[0]
-    try:
-        msg = w.call("gpu_baseline", payload,
-                     lambda ph, m: cfg.build_timeout if ph is None else cfg.run_timeout)
-    except (WorkerTimeout, WorkerDied) as e:
-        w.restart()
-        kind = "timeout" if isinstance(e, WorkerTimeout) else "crash"
-        return MeasureResult.failed(None, kind, f"the {impl} worker failed: {e or kind}")
-    return result_from_message(None, msg)
+    return library_call(pool, "gpu_baseline", impl, payload, cfg)
 
 
 HANDLERS = {"gpu_baseline": gpu_baseline_job, "gpu_info": gpu_info_job,
