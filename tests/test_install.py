@@ -45,10 +45,10 @@ def test_suite_tuning_from_a_non_editable_install(tmp_path):
                              check=True)
     count, path = shipped.stdout.split()
     assert int(count) >= 64 and path.startswith(str(env_dir)), shipped.stdout
-    out = subprocess.run([str(env_dir / "bin" / "explorer"), "tune", "--suite", "resnet18",
-                          "--trials", "8", "--batch-size", "4", "--db", "db", "--no-numpy",
-                          "--quiet", "--retime", "0"],
+    out = subprocess.run([str(env_dir / "bin" / "explorer"), "tune", "--suite", "mlp",
+                          "--trials-per-task", "4", "--batch-size", "4", "--db", "db",
+                          "--no-numpy", "--quiet", "--retime", "0"],
                          cwd=work, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
-    assert (work / "db" / "records.jsonl").read_text().count("\n") == 8
+    assert (work / "db" / "records.jsonl").read_text().count("\n") == 12   # 3 tasks x 4

@@ -14,6 +14,7 @@ restarts; Ctrl-C stops it. Needs the dask extra (``pip install -e '.[dask]'``).
 from __future__ import annotations
 
 import asyncio
+import signal
 import logging
 import subprocess
 import sys
@@ -94,8 +95,13 @@ def main(args) -> int:
         say(f"measuring for {t} ({t.describe()}), tag {target_tag(t)}")
     say(f"joining {address} with resources "
         f"{', '.join(f'{k}={v}' for k, v in resources.items())} (Ctrl-C stops)")
+    signal.signal(signal.SIGTERM, _stop)      # `kill`, a service manager: stop as on Ctrl-C
     asyncio.run(_serve(address, resources, args))
     return 0
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt
 
 
 def say(text: str) -> None:
