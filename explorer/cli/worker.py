@@ -14,8 +14,8 @@ restarts; Ctrl-C stops it. Needs the dask extra (``pip install -e '.[dask]'``).
 from __future__ import annotations
 
 import asyncio
-import signal
 import logging
+import signal
 import subprocess
 import sys
 
