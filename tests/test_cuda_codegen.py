@@ -103,20 +103,9 @@ def golden_gemm():
 def shared_tile(n=16, k=64, kt=8):
     """tests/test_gpu_lowering.py's shared tile under a serial loop inside the threads,
     its fetch bound to the threads."""
-    wl = ops.gemm(n, n, k)
-    sch = Schedule(wl)
-    c = sch.get_block("C")
-    i, j, kk = sch.get_loops(c)
-    io, ii = sch.split(i, [None, 8])
-    jo, ji = sch.split(j, [None, 8])
-    ko, ki = sch.split(kk, [None, kt])
-    sch.reorder(io, jo, ii, ji, ko, ki)
-    sch.bind(io, "blockIdx.x")
-    sch.bind(jo, "blockIdx.y")
-    sch.bind(ii, "threadIdx.y")
-    sch.bind(ji, "threadIdx.x")
-    a = sch.cache_read(c, 0, "shared")
-    sch.compute_at(a, ko)
+    from test_gpu_lowering import _shared_tile_sched
+    sch, wl = _shared_tile_sched(n, k, kt)
+    a = sch.get_block("A_shared")
     rows, cols = sch.get_loops(a)[-2:]      # the fetch: one element per thread
     sch.bind(rows, "threadIdx.y")
     sch.bind(cols, "threadIdx.x")
