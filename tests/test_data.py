@@ -24,7 +24,8 @@ SMALL_FLOPS = 2_000_000           # workloads above this are checked at a reduce
 SHRINK = {"conv2d": ("C", "K", "H", "W"), "depthwise_conv2d": ("C", "H", "W"),
           "gemm": ("M", "N", "K"), "batch_matmul": ("B", "M", "N", "K"),
           "dense_bias_relu": ("M", "N", "K"), "softmax": ("M", "N"), "layer_norm": ("M", "N"),
-          "row_sum": ("M", "N"), "elementwise": ("M", "N"), "transpose": ("M", "N")}
+          "row_sum": ("M", "N"), "elementwise": ("M", "N"), "transpose": ("M", "N"),
+          "conv2d_bias_relu": ("C", "K", "H", "W"), "gemm_bias_gelu": ("M", "N", "K")}
 
 
 def test_the_suites_are_the_files_in_data_and_nowhere_else():

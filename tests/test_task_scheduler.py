@@ -29,7 +29,7 @@ def test_budget_is_split_and_every_task_is_tuned(tmp_path, mode):
 def test_suites_load_and_bad_suites_say_what_to_fix(tmp_path):
     assert [t.name for t in load_suite("resnet18")][:2] == ["C1", "C2"]
     assert len(load_suite("bert_base")) == 5 and len(load_suite("mlp")) == 3
-    with pytest.raises(ExplorerError, match="unknown suite 'vgg'; known: bert_base, memory_bound, mlp"):
+    with pytest.raises(ExplorerError, match="unknown suite 'vgg'; known: bert_base, fused, memory_bound, mlp"):
         load_suite("vgg")
     bad = tmp_path / "s.json"
     bad.write_text('{"tasks": [{"params": {}}]}')
