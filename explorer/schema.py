@@ -127,7 +127,8 @@ def _short(x) -> str:
 # ------------------------------------------------------------ traces
 # instruction kind -> (input types, output kind and count). Input types: block, loop,
 # loc (a loop, $root or $inline), target (block or loop), name, index, axis, n, max, factors,
-# which, axes, ints, probs, value; "*loop" for any number of loops. Outputs: "b*" any
+# which, axes, ints, probs, value; "*loop" for any number of loops; a trailing "?" marks
+# an input that may be left off (transform_layout's blocking factors). Outputs: "b*" any
 # number of block handles, "l1" one loop handle, "" none, "vn" as many values as input n.
 INSTRUCTIONS = {
     "get_block": (("name",), "b1"), "get_loops": (("block",), "l*"),
@@ -137,7 +138,8 @@ INSTRUCTIONS = {
     "vectorize": (("loop",), ""), "unroll": (("loop",), ""), "bind": (("loop", "name"), ""),
     "cache_read": (("block", "index", "name"), "b1"),
     "cache_write": (("block", "index", "name"), "b1"),
-    "transform_layout": (("block", "which", "axes"), ""), "compute_at": (("block", "loc"), ""),
+    "transform_layout": (("block", "which", "axes", "factors?"), ""),
+    "compute_at": (("block", "loc"), ""),
     "reverse_compute_at": (("block", "loop"), ""), "compute_inline": (("block",), ""),
     "reverse_compute_inline": (("block",), ""), "decompose_reduction": (("block", "loop"), "b1"),
     "rfactor": (("loop", "axis"), "b1"), "annotate": (("target", "name", "value"), ""),
@@ -244,6 +246,9 @@ def _check_inputs(n: int, kind: str, inputs: list, defined: set, where: str) -> 
         if not 0 < len(inputs) <= MAX_LOOP_DEPTH:
             raise TraceError(f"{where}: instruction {n} ({kind}) takes 1 to {MAX_LOOP_DEPTH} "
                              f"loops, got {len(inputs)} inputs")
+    if len(inputs) < len(types) and types[-1].endswith("?"):
+        types = types[:len(inputs)] if len(inputs) == len(types) - 1 else types
+    types = tuple(t.rstrip("?") for t in types)
     if len(inputs) != len(types):
         raise TraceError(f"{where}: instruction {n} ({kind}) takes {len(types)} inputs "
                          f"({', '.join(types)}), got {len(inputs)}")

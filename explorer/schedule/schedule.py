@@ -302,15 +302,24 @@ class Schedule:
         self._commit(func, "cache_write", [block, write_buffer_index, storage_scope], [rv])
         return rv
 
-    def transform_layout(self, block: BlockRV, buffer, axes: list) -> None:
-        """Store buffer ``buffer`` (``("read", i)`` or ``("write", 0)``) of ``block`` with its
-        dimensions permuted: new dimension d is old dimension ``axes[d]``. Only buffers the
-        function allocates (cache_read / cache_write copies) can change: a vectorized loop
-        then walks the copy's last dimension (NCHW[x]c-style packing)."""
+    def transform_layout(self, block: BlockRV, buffer, axes: list, factors=None) -> None:
+        """Store buffer ``buffer`` (``("read", i)`` or ``("write", 0)``) of ``block`` in a new
+        layout: with ``factors`` (one entry per dimension: None keeps it whole, f splits it
+        into ``d // f`` and ``d % f``, an int or a sampled ExprRV) first blocked, then
+        permuted: new dimension n is (split) dimension ``axes[n]``. Only buffers the
+        function allocates (cache_read / cache_write copies) can change; the copy that
+        fills the layout runs inside the function. ``B[k, n]`` with ``factors=[None, 16]``,
+        ``axes=[1, 0, 2]`` is the packed GEMM panel ``B_p[n // 16, k, n % 16]``."""
         name = self._block(block, "transform_layout")
         which = tuple(buffer) if isinstance(buffer, (list, tuple)) else buffer
-        func = layout_prims.transform_layout(self.func, name, which, axes)
-        self._commit(func, "transform_layout", [block, list(which), list(axes)], [])
+        values = None if factors is None else \
+            [self._int(f, "transform_layout") for f in factors] \
+            if isinstance(factors, (list, tuple)) else factors
+        func = layout_prims.transform_layout(self.func, name, which, axes, values)
+        inputs = [block, list(which), list(axes)]
+        if factors is not None:     # a pure permutation keeps its three-input record
+            inputs.append(list(factors))
+        self._commit(func, "transform_layout", inputs, [])
 
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         """Compute producer ``block`` under ``loop``, only the region its consumers need
