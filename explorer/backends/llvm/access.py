@@ -80,8 +80,31 @@ class AccessEmitter:
             self.lane, self.lanes = saved
 
     # ------------------------------------------------------------ memory
+    def in_stack_bounds(self, access) -> bool:
+        """Is every lane's element of ``access`` inside its buffer, a stack buffer? Then
+        touching it cannot fault, and a lane mask need not reach the memory operation.
+        Known when the flat index is affine in loop variables of known ranges."""
+        numel = self.fn.stack_numel.get(access.buffer.name)
+        if numel is None:
+            return False
+        const, terms, atoms = self.memo(f"affine {access.buffer.shape}", access.indices,
+                                        lambda: affine_form(access.buffer.shape,
+                                                            access.indices))
+        if atoms:
+            return False
+        lo = hi = const
+        for name, coef in terms:
+            r = self.fn.ranges.get(name)
+            if r is None:
+                return False
+            a, b = coef * r[0], coef * r[1]
+            lo, hi = lo + min(a, b), hi + max(a, b)
+        return lo >= 0 and hi < numel
+
     def _load(self, e: BufferLoad, mask):
         ptr = self.fn.buffer_ptr(e.buffer)
+        if mask is not None and self.in_stack_bounds(e):
+            mask = None     # cannot fault; the lanes that are off are not used
         mt = mem_type(e.buffer.dtype)
         if self.lane is None:
             return self.scalar_load(ptr, e, mask, lane0=False)

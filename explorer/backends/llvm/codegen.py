@@ -15,7 +15,17 @@ as follows:
   LLVM's own vectorizers);
 - parallel loop: outlined and run on the thread runtime; nested inside another
   parallel loop it runs serially;
-- guards: branches; Allocate: see ``FunctionState.allocate``.
+- guards: branches, or lane masks where they depend on the lane; the body of one
+  loop per nest is emitted twice, without the guards for the iterations where
+  they all hold and with them for the rest (``versioning``);
+- Allocate: see ``FunctionState.allocate``.
+
+Lane masks (a guard that depends on the lane, the tail of a vectorized loop whose
+extent is not a multiple of the register width) become masked loads and stores
+(``llvm.masked.load`` / ``llvm.masked.store``: AVX-512 mask registers, AVX2
+``vmaskmov``, legalized by LLVM on any x86). An access to a stack buffer whose
+every lane is inside the buffer needs no mask: a plain load, or a store of
+``select(mask, new, old)``, which keeps a register tile promotable to registers.
 """
 from __future__ import annotations
 
@@ -24,10 +34,12 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from .analysis import vectorize_blocker
+from . import versioning
+from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
-from .types import ELEM_BYTES, I8, I32, I64, PTR, VOID, lanes_of, mem_type, suffix
+from .types import (ELEM_BYTES, I1, I8, I32, I64, PTR, VOID, const_int, lanes_of, mem_type,
+                    suffix)
 
 MAX_UNROLL = 4096          # statements an unrolled loop may expand to; beyond, it stays a loop
 MAX_VECTOR_LANES = 64      # a longer vectorized loop runs as a loop over vector chunks
@@ -110,6 +122,8 @@ class FunctionState:
         self.builder = ir.IRBuilder(body)
         self.vars: dict = {}
         self.bufs: dict = {}
+        self.ranges: dict = {}       # loop variable -> (first, last) value, where known
+        self.stack_numel: dict = {}  # stack buffer (an alloca) in scope -> its elements
         self.stack_bytes = 0
         self.heap: list = []
         self.entry_builder = ir.IRBuilder(self.entry)
@@ -244,6 +258,7 @@ class StmtGen:
         self.st = st
         self.ex = ExprEmitter(st)
         self.mask = None   # lanes that run the current statement, inside a vectorized loop
+        self.versioned = False   # inside a copy made by guard versioning (one level only)
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -276,6 +291,12 @@ class StmtGen:
             return
         value = ex.splat(value, ex.lanes)
         contiguous = ex.coeff(s) == 1
+        if contiguous and mask is not None and ex.in_stack_bounds(s):
+            # every lane inside a stack buffer: blend with the old value, store plainly
+            addr = ex.gep(ptr, s, lane0=True)
+            old = self.b.load(addr, typ=value.type, align=align.constant)
+            value = self.b.select(ex.splat(mask, ex.lanes), value, old)
+            mask = None
         addr = ex.gep(ptr, s, lane0=contiguous, inbounds=mask is None, mask=mask)
         if contiguous and mask is None:
             self.b.store(value, addr, align=align.constant)
@@ -319,10 +340,16 @@ class StmtGen:
         name = s.buffer.name
         ptr, release = self.st.allocate(s.buffer)
         saved = self.st.bufs.get(name)
+        saved_numel = self.st.stack_numel.pop(name, None)
         self.st.bufs[name] = ptr
+        if isinstance(ptr, ir.AllocaInstr):
+            self.st.stack_numel[name] = _numel(s.buffer)
         self.stmt(s.body)
         if release is not None:
             release()
+        self.st.stack_numel.pop(name, None)
+        if saved_numel is not None:
+            self.st.stack_numel[name] = saved_numel
         if saved is None:
             del self.st.bufs[name]
         else:
@@ -332,6 +359,18 @@ class StmtGen:
     def loop(self, s: For) -> None:
         if s.extent <= 0:
             return
+        name = s.var.name
+        saved = self.st.ranges.get(name)
+        self.st.ranges[name] = (0, s.extent - 1)
+        try:
+            self.loop_kind(s)
+        finally:
+            if saved is None:
+                del self.st.ranges[name]
+            else:
+                self.st.ranges[name] = saved
+
+    def loop_kind(self, s: For) -> None:
         if s.kind == "unrolled" and s.extent * self.st.mod.memo(
                 "stores", s.body, lambda: emitted_stores(s.body)) <= unroll_budget(s.body):
             for i in range(s.extent):
@@ -349,7 +388,58 @@ class StmtGen:
             emit_parallel(self, s)
             return
         self.serial(s.var.name, ir.Constant(I64, 0), ir.Constant(I64, s.extent),
-                    lambda: self.stmt(s.body), known_nonempty=True)
+                    lambda: self.loop_body(s), known_nonempty=True)
+
+    def loop_body(self, s: For) -> None:
+        """The body of serial or parallel loop ``s``; twice, with and without its guards,
+        when ``s`` is the versioning point of its nest (see ``versioning``)."""
+        plan = None if self.versioned else self.st.mod.memo(
+            "version", s, lambda: versioning.plan(s))
+        if plan is None:
+            self.stmt(s.body)
+            return
+        cond = self.bounds_hold(plan.bounds)
+        self.versioned = True
+        try:
+            known = const_int(cond)
+            if known is not None:
+                self.stmt(plan.fast if known else s.body)
+                return
+            fast_bb = self.b.append_basic_block(f"{s.var.name}_unguarded")
+            slow_bb = self.b.append_basic_block(f"{s.var.name}_guarded")
+            done_bb = self.b.append_basic_block(f"{s.var.name}_versions_done")
+            self.b.cbranch(cond, fast_bb, slow_bb)
+            self.b.position_at_end(fast_bb)
+            self.stmt(plan.fast)
+            self.b.branch(done_bb)
+            self.b.position_at_end(slow_bb)
+            self.stmt(s.body)
+            self.b.branch(done_bb)
+            self.b.position_at_end(done_bb)
+        finally:
+            self.versioned = False
+
+    def bounds_hold(self, bounds) -> ir.Value:
+        """i1: every ``versioning.Bound`` holds for the current values of the loops
+        around (a constant when none depends on them)."""
+        ex = ExprEmitter(self.st)
+        out = ir.Constant(I1, 1)
+        for bd in bounds:
+            v = ir.Constant(I64, bd.const)
+            for name, coef in bd.outer:
+                v = ex.add64(v, ex.mul64(ex.bound(name), coef))
+            for coef, atom in bd.atoms:
+                v = ex.add64(v, ex.mul64(ex.sext64(ex.emit_index(atom)), coef))
+            c = const_int(v)
+            if c is not None:
+                holds = ir.Constant(I1, int(c < 0 if bd.strict else c <= 0))
+            else:
+                holds = self.b.icmp_signed("<" if bd.strict else "<=", v, ir.Constant(I64, 0))
+            if const_int(holds) == 0:
+                return holds
+            out = holds if const_int(out) == 1 else (
+                out if const_int(holds) == 1 else self.b.and_(out, holds))
+        return out
 
     def with_var(self, name: str, value: ir.Value, body) -> None:
         saved = self.st.vars.get(name)
@@ -404,14 +494,45 @@ class StmtGen:
         self.vector_passes(s, chunks * width, rest)
 
     def vector_passes(self, s: For, start: int, lanes: int) -> None:
-        for first, n in vector_pieces(start, lanes, self.st.mod.hw_lanes):
-            self.vector_pass(s, ir.Constant(I64, first), n)
+        """Lanes [start, start + lanes): the multiple of the register width in one pass,
+        then the tail: a power of two in one more pass, otherwise one masked pass of the
+        next power of two (lanes past the end masked off), or, when the body touches a
+        stack buffer (a register tile, which masks and overlapping vectors would keep in
+        memory), exact passes of powers of two (``vector_pieces``)."""
+        hw = self.st.mod.hw_lanes
+        main = lanes // hw * hw
+        rest = lanes - main
+        if main:
+            self.vector_pass(s, ir.Constant(I64, start), main)
+        if not rest:
+            return
+        first = start + main
+        if rest & (rest - 1) == 0 or self.touches_stack(s.body):
+            for at, n in vector_pieces(first, rest, hw):
+                self.vector_pass(s, ir.Constant(I64, at), n)
+            return
+        width = 1 << rest.bit_length()
+        self.vector_pass(s, ir.Constant(I64, first), width, valid=rest)
 
-    def vector_pass(self, s: For, base: ir.Value, lanes: int) -> None:
-        """The body for lanes [base, base + lanes) at once (one lane: scalar code)."""
+    def touches_stack(self, body: Stmt) -> bool:
+        names = self.st.mod.memo("buffers", body, lambda: free_names(body)[1])
+        return any(n in self.st.stack_numel for n in names)
+
+    def vector_pass(self, s: For, base: ir.Value, lanes: int, valid: int | None = None
+                    ) -> None:
+        """The body for lanes [base, base + lanes) at once (one lane: scalar code); with
+        ``valid``, only the first ``valid`` lanes run (a lane mask on every access)."""
         lane = s.var.name if lanes > 1 else None
         saved, self.ex = self.ex, ExprEmitter(self.st, lane=lane, lanes=lanes)
+        saved_mask, saved_range = self.mask, self.st.ranges.get(s.var.name)
+        if valid is not None:
+            first = const_int(base)
+            self.mask = ir.Constant(ir.VectorType(I1, lanes), [1] * valid + [0] * (lanes - valid))
+            self.st.ranges[s.var.name] = (0, max(s.extent - 1, first + lanes - 1))
         try:
             self.with_var(s.var.name, base, lambda: self.stmt(s.body))
         finally:
             self.ex = saved
+            self.mask = saved_mask
+            if saved_range is not None:
+                self.st.ranges[s.var.name] = saved_range

@@ -73,8 +73,10 @@ def _outline_body(sg, loop: For, base: str, cap_bufs: list, cap_vars: list) -> i
         arg.name = name
         st.vars[name] = arg
     lo, hi = fn.args[-2], fn.args[-1]
+    st.ranges = dict(sg.st.ranges)
     gen = StmtGen(st)
-    gen.serial(loop.var.name, lo, hi, lambda: gen.stmt(loop.body))
+    gen.versioned = sg.versioned
+    gen.serial(loop.var.name, lo, hi, lambda: gen.loop_body(loop))
     st.finish()
     return fn
 
