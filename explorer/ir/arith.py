@@ -28,6 +28,8 @@ def _lin(e: Expr, ranges) -> tuple[dict, int]:
         return _lin_of(e, ranges)
     out = getattr(e, "_lin", None)
     if out is None:
+        if isinstance(e, Var):  # {e: 1} kept on e would be a reference cycle
+            return {e: 1}, 0
         out = _lin_of(e, None)
         _keep(e, "_lin", out)
     return out
@@ -165,9 +167,16 @@ def simplify(e: Expr, ranges: dict | None = None) -> Expr:
         out = getattr(e, "_simple", None)
         if out is None:
             out = _simplify(e, None)
-            _keep(e, "_simple", out)
+            # a canonical node is its own answer: kept as _SAME, not as a reference cycle
+            # that only the cycle collector's passes would free
+            _keep(e, "_simple", _SAME if out is e else out)
+        elif out is _SAME:
+            return e
         return out
     return _simplify(e, ranges)
+
+
+_SAME = object()   # an analysis of a node whose answer is the node itself
 
 
 def _plain(e: Expr) -> bool:
@@ -322,13 +331,16 @@ def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     out = memo.get(key)
     if out is None:
         try:
-            out = _sym_bounds(e, ranged)
+            lo, hi = _sym_bounds(e, ranged)
+            # e itself kept as _SAME: a bound that is e would make a reference cycle
+            out = (_SAME if lo is e else lo, _SAME if hi is e else hi)
         except NonAffine as err:
             out = NonAffine(*err.args)    # kept without its frames (no cycle)
         memo[key] = out
     if isinstance(out, NonAffine):
         raise NonAffine(*out.args)
-    return out
+    lo, hi = out
+    return (e if lo is _SAME else lo, e if hi is _SAME else hi)
 
 
 def _sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:

@@ -75,15 +75,16 @@ def collect_loads(e: Expr) -> list:
 
 
 def _loads(e: Expr) -> tuple:
-    """``collect_loads`` as a tuple, cached on the (immutable) node."""
+    """``collect_loads`` as a tuple, cached on the (immutable) node. A load keeps only
+    the loads beneath it: kept with itself, it would be a reference cycle, freed only by
+    the cycle collector's passes."""
     out = getattr(e, "_loads", None)
     if out is None:
-        kids = expr_children(e)
-        out = (e,) if isinstance(e, BufferLoad) else ()
-        for k in kids:
+        out = ()
+        for k in expr_children(e):
             out += _loads(k)
         _keep(e, "_loads", out)
-    return out
+    return (e,) + out if type(e) is BufferLoad else out
 
 
 def _keep(node, key: str, value) -> None:

@@ -37,17 +37,22 @@ def block_names(func: PrimFunc) -> list:
 
 def realizes_under(stmt: Stmt) -> list:
     """(BlockRealize, ancestors within ``stmt``) pairs, in execution order (kept on the
-    immutable ``stmt``: loops shared by successive functions are walked once)."""
+    immutable ``stmt``: loops shared by successive functions are walked once). What is
+    kept leaves ``stmt`` out of the paths (with it, a reference cycle)."""
+    if type(stmt) is BlockRealize:
+        return [(stmt, ())]
     cached = getattr(stmt, "_realizes", None)
     if cached is None:
         cached = tuple(_realizes_under(stmt))
         object.__setattr__(stmt, "_realizes", cached)
-    return list(cached)
+    top = (stmt,)
+    return [(r, top + path) for r, path in cached]
 
 
 def _realizes_under(stmt: Stmt) -> list:
+    """The pairs of ``realizes_under`` with ``stmt`` left out of the paths."""
     out = []
-    stack = [(stmt, ())]
+    stack = [(k, ()) for k in reversed(stmt_children(stmt))]
     while stack:
         node, path = stack.pop()
         if isinstance(node, BlockRealize):
