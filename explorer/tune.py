@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from .target import as_target
 from .database import Database, TuningRecord, ranked
-from .errors import ExplorerError
+from .errors import ExplorerError, FeatureError
 from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, Retimed, Retiming,
                      RoundStarted, TuningFinished, TuningStarted)
 from .schedule import Trace
@@ -161,7 +161,7 @@ class Tuner:
             return []
         self.database.commit_workload(self.workload)
         done = self.database.records(self.workload, str(self.target), emulated=self.emulate)
-        scheds, costs = [], []
+        scheds, costs, resources = [], [], []
         for rec in done:
             sch = self.space.apply(Trace.from_json(rec.trace))
             if sch is None:
@@ -172,8 +172,11 @@ class Tuner:
             self.context.measured.add(func_key(sch))
             scheds.append(sch)
             costs.append(rec.seconds)
+            resources.append(rec.resources)
         if scheds and self.cost_model is not None:
-            self.cost_model.update(self.context.features(scheds), costs, groups=self.workload.key)
+            feats = _training_features(self.context, scheds, self.context.features(scheds),
+                                       resources)
+            self.cost_model.update(feats, costs, groups=self.workload.key)
         return done
 
     # ------------------------------------------------------------ the loop
@@ -359,6 +362,8 @@ class Tuner:
         state.stale = 0 if improved else state.stale + 1
         metrics = _model_metrics(preds, costs)
         if self.cost_model is not None:
+            feats = _training_features(self.context, cands, feats,
+                                       [r.resources for r in results])
             self.cost_model.update(feats, costs, groups=wl.key)
         self.strategy.notify_results(cands, costs)
         self.events.emit(ModelUpdated(wl.key, rnd, len(self.database.records(wl, tgt))
@@ -366,6 +371,23 @@ class Tuner:
                                       metrics["rank_accuracy"], metrics["top_k_recall"],
                                       _importance(self.cost_model)))
         return {"round": rnd, **metrics}
+
+
+def _training_features(context, scheds: list, feats: list, resources: list) -> list:
+    """The features the cost model learns from: where a measured cuda candidate carries
+    ptxas's report, its gpu_resources group holds ptxas's registers and spills; the
+    estimate otherwise, as for the candidates it scores (``features.gpu_resources``)."""
+    if not any(resources):
+        return feats
+    from .features import with_resources
+    out = []
+    for s, f, r in zip(scheds, feats, resources):
+        try:
+            out.append(with_resources(f, s, context.target, r) if r else f)
+        except FeatureError as e:   # a report the features cannot read: the estimate
+            warnings.warn(f"trained on the estimated GPU resources of a candidate: {e}")
+            out.append(f)
+    return out
 
 
 # The cost of every correct emulated candidate: emulation tells the search which

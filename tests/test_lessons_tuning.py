@@ -43,7 +43,8 @@ def test_04_the_cost_model_learns_from_the_example_database():
     from explorer.suites import example_database_path
     machine = json.loads((example_database_path() / "machine.json").read_text())
     assert f"measured on: {machine['describe']}" in text
-    assert "196 features per store" in text
+    from explorer.features import NUM_FEATURES
+    assert f"{NUM_FEATURES} features per store" in text
     acc = dict(zip(_floats(r"trained on\s+(\d+): rank accuracy", text),
                    _floats(r"trained on\s+\d+: rank accuracy ([\d.]+)", text)))
     assert set(acc) >= {8, 16, 32, 48}

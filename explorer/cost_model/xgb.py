@@ -26,7 +26,7 @@ import os
 import numpy as np
 
 from ..errors import CostModelError
-from ..features import FEATURE_VERSION, NUM_FEATURES, feature_names
+from ..features import FEATURE_VERSION, NUM_FEATURES, feature_groups, feature_names
 from .base import (CostModel, as_seed, atomic_write, check_batch, check_features, read_state,
                    rng_from_state, rng_state, write_state)
 from .objectives import OBJECTIVES, PackSum, labels, rank_objective, rank_pairs, reg_objective
@@ -158,7 +158,8 @@ class XGBCostModel(CostModel):
             return np.zeros(0)
         import xgboost as xgb
         pack = PackSum(feats)
-        dm = xgb.DMatrix(pack.rows, base_margin=self._prior(pack, feats))
+        dm = xgb.DMatrix(pack.rows[:, :self._booster.num_features()],
+                         base_margin=self._prior(pack, feats))
         rows = self._booster.predict(dm, output_margin=True)
         return pack.scores(rows.astype(np.float64))
 
@@ -209,6 +210,16 @@ class XGBCostModel(CostModel):
         out.update(p["xgb_params"])
         return out
 
+    def _tree_width(self, rows) -> int:
+        """How many of the columns (a prefix) the trees see: all, except that on data
+        without a GPU kernel (the gpu_resources group all zeros: CPU targets) they stop
+        before that group, so that XGBoost's column sampling (``colsample_bytree``)
+        draws as it did before the group existed and CPU models stay the same."""
+        gpu = feature_groups()["gpu_resources"]
+        if rows.shape[1] != NUM_FEATURES or rows[:, gpu].any():
+            return rows.shape[1]
+        return gpu.start
+
     def _train(self) -> None:
         import xgboost as xgb
         costs = np.asarray(self._costs, dtype=np.float64)
@@ -223,7 +234,8 @@ class XGBCostModel(CostModel):
         else:
             pair_rng = np.random.default_rng(self.params["seed"])
             obj = rank_objective(pack, *rank_pairs(y, groups, pair_rng))
-        dtrain = xgb.DMatrix(pack.rows, base_margin=self._prior(pack, kept))
+        dtrain = xgb.DMatrix(pack.rows[:, :self._tree_width(pack.rows)],
+                             base_margin=self._prior(pack, kept))
         self._booster = xgb.train(self._xgb_params(), dtrain,
                                   num_boost_round=self.params["num_boost_round"], obj=obj)
         self._trained_on = self.samples
