@@ -44,6 +44,7 @@ from ..schedule.tree import find_block
 from . import analysis as A
 from .design_space import DesignSpace
 from .replay import producers_of
+from .rules.multi_level_tiling import padded_extent
 
 SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d")
 OPERAND_REGISTERS = 4     # vector registers a micro-kernel leaves for B's loads and A's broadcast
@@ -106,14 +107,21 @@ class _Budget:
     def of(target) -> "_Budget":
         return _Budget(target.vector_lanes, min(16, target.vector_registers - OPERAND_REGISTERS))
 
+    def pad(self, extent: int) -> int:
+        return padded_extent(extent, self.lanes, 64)
+
     def vectors(self, columns: int) -> int:
         return -(-columns // self.lanes)
 
 
 def _tile_plan(wl, target) -> dict:
     """Iteration variable name -> tile factors (4 levels spatial, 2 reduction)."""
-    p = dict(wl.params)
     budget = _Budget.of(target)
+    p = dict(wl.params)
+    spatial = ("N", "K") if wl.name == "conv2d" else ("B", "M", "N")
+    for key in spatial:     # tiled over a padded extent (MultiLevelTiling.padded_extent)
+        if key in p:
+            p[key] = budget.pad(p[key])
     if wl.name == "conv2d":
         return _conv_nchw(p, budget)
     # dense reads W[j, k]: its columns are gathered, wide vectors gather badly (measured,
@@ -146,6 +154,7 @@ def _conv_nchw(p: dict, budget: _Budget) -> dict:
     st, pad, dil = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
     P = _out_size("conv2d", "H", p["H"], p["R"], st[0], pad[0], dil[0])
     Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
+    P, Q = budget.pad(P), budget.pad(Q)
     q3 = _pick(Q, tuple(range(min(Q, 2 * budget.lanes), 0, -1)))
     vectors = budget.vectors(q3)
     k3 = _pick(p["K"], tuple(c for c in (8, 4, 2) if c * vectors <= budget.acc), limit=1)
@@ -165,6 +174,7 @@ def _conv_channel(p: dict, budget: _Budget) -> dict:
     st, pad, dil = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
     P = _out_size("conv2d", "H", p["H"], p["R"], st[0], pad[0], dil[0])
     Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
+    P, Q = budget.pad(P), budget.pad(Q)
     lanes = budget.lanes
     k3 = _pick(p["K"], (2 * lanes, lanes, max(1, lanes // 2)), limit=lanes)
     vectors = budget.vectors(k3)
@@ -237,6 +247,9 @@ def _with_decisions(trace, space, plan: dict):
 def _tile_decision(trace, defined, func, ins, plan: dict) -> list:
     loop = ins.inputs[0]
     src = trace.insts[defined[loop]]
+    if src.kind == "split":     # a padded loop (MultiLevelTiling.padded_extent)
+        loop = src.inputs[0]
+        src = trace.insts[defined[loop]]
     block = src.inputs[0]
     block_name = trace.insts[defined[block]].inputs[0]
     iv = find_block(func, block_name)[0].block.iter_vars[src.outputs.index(loop)]

@@ -113,6 +113,9 @@ class MultiLevelTiling(ScheduleRule):
             if len(idx) == 1:
                 tiles[idx[0]].append(loop)
                 continue
+            padded = self.padded_extent(iv.extent) if iv.kind == "S" else iv.extent
+            if padded != iv.extent:       # tiles of a padded extent; a guard skips the rest
+                loop = sch.split(loop, [padded])[0]
             factors = sch.sample_perfect_tile(loop, n=len(idx),
                                               max_innermost_factor=self.max_innermost_factor)
             for slot, part in zip(idx, sch.split(loop, factors)):
@@ -128,6 +131,18 @@ class MultiLevelTiling(ScheduleRule):
             sch.annotate(block, THREAD_EXTENT_HIGH, self.max_threads_per_block)
         st.tiles = tiles
         return st
+
+    def padded_extent(self, extent: int) -> int:
+        """The extent a CPU spatial loop is tiled over: ``extent`` itself, or, when it has
+        no divisor from half a vector's lanes up to ``max_innermost_factor`` (a prime
+        such as 661 or 997: its perfect tiles are 1 or everything), ``extent`` rounded up
+        to a multiple of the lanes. The tiles then cover the padded range, and the guard
+        of the split (``i < extent``) skips the rest: interior tiles run unguarded vector
+        code, the last one masked (see the LLVM backend's guard versioning)."""
+        lanes = getattr(self.target, "vector_lanes", 0) if self.target is not None else 0
+        if self.tile_binds or lanes < 2 or self.target.is_gpu:
+            return extent
+        return padded_extent(extent, lanes, self.max_innermost_factor)
 
     # ------------------------------------------------------------ write reuse
     def add_write_reuse(self, st: _State) -> list:
@@ -222,6 +237,16 @@ class MultiLevelTiling(ScheduleRule):
             return
         v = sch.sample_categorical(lens, [1.0 / len(lens)] * len(lens))
         sch.annotate(cache, COOPERATIVE_FETCH, v)
+
+
+def padded_extent(extent: int, lanes: int, max_innermost: int) -> int:
+    """``extent``, or the next multiple of ``lanes`` when no divisor of ``extent`` lies in
+    ``[lanes // 2, max_innermost]`` and ``extent`` is larger than ``max_innermost``."""
+    if extent <= max_innermost or extent % lanes == 0:
+        return extent
+    if any(extent % d == 0 for d in range(max(2, lanes // 2), max_innermost + 1)):
+        return extent
+    return -(-extent // lanes) * lanes
 
 
 def _last(ndim: int, dim: int) -> list:
