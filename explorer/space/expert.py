@@ -176,9 +176,17 @@ def _conv_channel(p: dict, budget: _Budget) -> dict:
     Q = _out_size("conv2d", "W", p["W"], p["S"], st[1], pad[1], dil[1])
     P, Q = budget.pad(P), budget.pad(Q)
     lanes = budget.lanes
-    k3 = _pick(p["K"], (2 * lanes, lanes, max(1, lanes // 2)), limit=lanes)
-    vectors = budget.vectors(k3)
-    q3 = _pick(Q, tuple(range(min(Q, max(1, (budget.acc - 2) // vectors)), 0, -1)))
+    best = None      # 2 vectors unless 1 fills twice the accumulators (13 columns: 1 x 13)
+    for k3 in (2 * lanes, lanes, max(1, lanes // 2)):
+        if k3 > p["K"] or p["K"] % k3:
+            continue
+        vectors = budget.vectors(k3)
+        q3 = _pick(Q, tuple(range(min(Q, max(1, (budget.acc - 2) // vectors)), 0, -1)))
+        if best is None or vectors * q3 >= 2 * best[0]:
+            best = (vectors * q3, k3, q3)
+    if best is None:
+        best = (0, _pick(p["K"], (), limit=lanes), 1)
+    _, k3, q3 = best
     return {"n": [p["N"], 1, 1, 1], "k": [p["K"] // k3, 1, 1, k3], "p": [1, P, 1, 1],
             "q": [1, Q // q3, 1, q3], "rc": [p["C"], 1], "ry": [1, p["R"]], "rx": [1, p["S"]]}
 
