@@ -395,7 +395,8 @@ class StmtGen:
         when ``s`` is the versioning point of its nest (see ``versioning``)."""
         plan = None if self.versioned else self.st.mod.memo(
             "version", s, lambda: versioning.plan(s))
-        if plan is None:
+        if plan is None or not all(versioning.feasible(b, self.st.ranges)
+                                   for b in plan.bounds):
             self.stmt(s.body)
             return
         cond = self.bounds_hold(plan.bounds)

@@ -6,8 +6,9 @@ loop such a guard becomes a lane mask (masked loads and stores, ``codegen``), an
 would stay one on every tile, though only the last tile of the row needs it: a
 masked store to a register tile keeps it in memory, and each masked access costs.
 
-So the body of one loop per nest (``plan``: the innermost serial or parallel loop
-whose variable a guard beneath depends on) is emitted twice::
+So the body of one loop per nest (the outermost serial or parallel loop whose
+variable a guard beneath depends on, and where every such guard can hold for the
+whole body: ``plan`` and ``feasible``) is emitted twice::
 
     for j_0 in range(11):
         if <every guard below holds for every iteration of the loops below>:
@@ -102,18 +103,27 @@ def depends_on(loop: For) -> bool:
     return False
 
 
-def is_point(loop: For) -> bool:
-    """A versioning point: a serial or parallel loop of more than one iteration whose
-    variable a checkable guard beneath depends on, with no such loop inside it."""
-    if loop.kind not in ("serial", "parallel") or loop.extent <= 1 or not depends_on(loop):
-        return False
-    return not any(isinstance(n, For) and n is not loop and n.kind in ("serial", "parallel")
-                   and n.extent > 1 and depends_on(n) for n in iter_nodes(loop.body))
+def feasible(b: Bound, ranges: dict) -> bool:
+    """Can ``b`` hold for some values of the outer loop variables (``ranges``: name ->
+    (first, last))? Not when the inner loops alone reach past the bound (the loop
+    above a whole row of tiles): versioning there would never take the fast copy."""
+    if b.atoms:
+        return True
+    low = b.const
+    for name, coef in b.outer:
+        r = ranges.get(name)
+        if r is None:
+            return True
+        low += min(coef * r[0], coef * r[1])
+    return low < 0 if b.strict else low <= 0
 
 
 def plan(loop: For):
-    """The ``Plan`` of versioning ``loop``'s body, or None when it is not a point."""
-    if not is_point(loop):
+    """The ``Plan`` of versioning ``loop``'s body, or None: ``loop`` must be a serial or
+    parallel loop of more than one iteration whose variable a checkable guard beneath
+    depends on. (The code generator takes the outermost such loop whose bounds are
+    ``feasible``, and versions nothing inside it.)"""
+    if loop.kind not in ("serial", "parallel") or loop.extent <= 1 or not depends_on(loop):
         return None
     inner = inner_extents(loop.body)
     bounds: dict = {}
@@ -139,11 +149,4 @@ def plan(loop: For):
     return Plan(tuple(bounds.values()), fast)
 
 
-def always_true(b: Bound) -> bool | None:
-    """The bound's truth when it has no outer part (a constant), else None."""
-    if b.outer or b.atoms:
-        return None
-    return b.const < 0 if b.strict else b.const <= 0
-
-
-__all__ = ["Bound", "Plan", "plan", "is_point", "bound_of", "conjuncts"]
+__all__ = ["Bound", "Plan", "plan", "feasible", "bound_of", "conjuncts"]
