@@ -153,7 +153,20 @@ def _from_lin(terms: dict, c: int) -> Expr:
         out = Add(out, const(c))
     elif c < 0:
         out = Sub(out, const(-c))
+    if (type(out) in _BUILT and (neg or c or len(pos) > 1 or pos[0][1] != 1)
+            and all(type(k) in _ATOMS for k in terms)):
+        # the linear form of what was just built, as _lin would find it again (positive
+        # terms first, then negative ones): simplifying it or an expression around it
+        # (a split's binding, substituted into by the next split) stops here
+        lin = {k: v for k, v in pos}
+        for k, v in neg:
+            lin[k] = -v
+        _keep(out, "_lin", (lin, c))
     return out
+
+
+_BUILT = (Add, Sub, Mul)    # what _from_lin makes, unless it returns a lone atom as it is
+_ATOMS = (Var, Mul, FloorDiv, FloorMod, Min, Max)   # keys whose own form is {key: 1}
 
 
 _INT_ARITH = (IntImm, Var, Add, Sub, Mul, FloorDiv, FloorMod, Min, Max)
