@@ -6,8 +6,9 @@ from .mutators import (MutateComputeLocation, MutateParallel, MutateThreadBindin
                        MutateTileSize, MutateUnroll)
 from .postprocs import (RewriteCooperativeFetch, RewriteParallelVectorizeUnroll,
                         RewriteReductionBlock, RewriteUnboundBlock, VerifyGPUCode)
-from .rules import (AddRFactor, AutoBind, AutoInline, CrossThreadReduction, MultiLevelTiling,
-                    ParallelizeVectorizeUnroll, RandomComputeLocation, ReuseConfig)
+from .rules import (AddRFactor, AutoBind, AutoInline, CrossThreadReduction, MemoryBoundTiling,
+                    MultiLevelTiling, ParallelizeVectorizeUnroll, RandomComputeLocation,
+                    ReuseConfig)
 
 GPU_TILE_BINDS = ("blockIdx.x", "vthread.x", "threadIdx.x")
 
@@ -54,6 +55,7 @@ def default_rules(target) -> list:
                 AutoBind(max_threadblocks=256, thread_extents=(32, 64, 128, 256, 512, 1024))]
     return [AutoInline(into_producer=False, into_consumer=True, disallow_if_then_else=True,
                        require_injective=True, require_ordered=True, disallow_op=("exp",)),
+            MemoryBoundTiling(),   # before AddRFactor: blocks it schedules are not rfactored again
             AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
             cpu_multi_level_tiling(),
             ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,

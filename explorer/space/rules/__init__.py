@@ -3,9 +3,11 @@ from .add_rfactor import AddRFactor
 from .auto_bind import AutoBind
 from .auto_inline import AutoInline
 from .cross_thread_reduction import CrossThreadReduction
+from .memory_bound import MemoryBoundTiling
 from .multi_level_tiling import MultiLevelTiling, ReuseConfig
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 
-__all__ = ["AddRFactor", "AutoBind", "AutoInline", "CrossThreadReduction", "MultiLevelTiling",
-           "ReuseConfig", "ParallelizeVectorizeUnroll", "RandomComputeLocation"]
+__all__ = ["AddRFactor", "AutoBind", "AutoInline", "CrossThreadReduction", "MemoryBoundTiling",
+           "MultiLevelTiling", "ReuseConfig", "ParallelizeVectorizeUnroll",
+           "RandomComputeLocation"]

@@ -1,0 +1,300 @@
+"""Memory-bound tiling: CPU design spaces for operators that move more bytes than they
+compute on (elementwise, transpose, row reductions, softmax, layer norm).
+
+Multi-level tiling gives nothing to such blocks (no input is reused across a tile of
+the output), and the default space left them with one schedule: the outer loop
+parallel and the inner loop as it came (a transpose walking its input by columns).
+What decides their speed is how they walk memory:
+
+- elementwise (every access contiguous along the last loop): parallel outer loops, the
+  last loop split into vectors of the target's lanes, a sampled number of them unrolled;
+- transpose (the read and the write are contiguous along different loops): both loops
+  tiled (sampled tile sizes) so that a tile's input and output lines stay in cache, the
+  inner loop vectorized along the contiguous dimension of the write (the reads gather) or
+  of the read (the writes scatter), or the input tile first copied into a local buffer
+  (contiguous vector loads) and gathered from there; parallel outer tiles;
+- row reduction (the innermost reduction loop contiguous): the reduction split into
+  vectors and ``rfactor``-ed on the vector lane, so each row accumulates in one vector
+  register and sums its lanes once at the end; parallel rows;
+- a chain ending in a row-wise block (softmax, layer norm): every producer computed at
+  the consumer's row loop (``compute_at``), so one row's passes run one after the other
+  on the same thread while the row is in cache, and the intermediates shrink to a row.
+
+Vector widths come from the target (``Target.vector_lanes``, scaled by the element
+size), never a constant. A split that does not divide leaves a guarded tail.
+
+The rule applies only where it is decisive: every block of the function is one of the
+kinds above (no block that multi-level tiling would take) and the function's arrays do
+not fit in the L1 cache (``min_bytes``, default the target's ``l1_bytes``); smaller
+functions keep the default space unchanged.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.functor import collect_loads, expr_vars
+from ...schedule.tree import block_names, find_block
+from .. import analysis as A
+from ..rule import ScheduleRule
+
+_ELEMENTWISE, _TRANSPOSE, _ROW_REDUCE = "elementwise", "transpose", "row_reduce"
+
+
+class MemoryBoundTiling(ScheduleRule):
+    """See the module docstring. ``max_tile``: the largest sampled tile of a transpose
+    (elements per dimension); ``max_unroll``: the most vectors unrolled in an elementwise
+    row; ``stage_transpose``: also offer the transpose that copies its input tile into a
+    local buffer first; ``min_bytes``: apply only to functions whose parameters take
+    more bytes (None: the target's L1 size)."""
+
+    def __init__(self, max_tile: int = 128, max_unroll: int = 8, stage_transpose: bool = True,
+                 min_bytes: int | None = None):
+        self.max_tile = max_tile
+        self.max_unroll = max_unroll
+        self.stage_transpose = stage_transpose
+        self.min_bytes = min_bytes
+
+    # ------------------------------------------------------------ when
+    def decisive(self, func) -> bool:
+        """Does the rule apply to ``func``: do its parameters take more than ``min_bytes``
+        (default: the target's L1 size) and is every block one this rule handles (blocks
+        the rule already scheduled count as handled)?"""
+        limit = self.min_bytes
+        if limit is None:
+            limit = getattr(self.target, "l1_bytes", 0) or 32 * 1024
+        if sum(_nbytes(p) for p in func.params) <= limit:
+            return False
+        return all(_MARK in A.block_annotations(func, n) or classify(func, n) is not None
+                   for n in block_names(func))
+
+    # ------------------------------------------------------------ how
+    def apply(self, sch, block) -> list:
+        if self.target is not None and self.target.is_gpu:
+            return [sch]
+        func, name = sch.func, sch.get(block)
+        if _MARK in A.block_annotations(func, name) or not self.decisive(func):
+            return [sch]
+        row = self._row_loop_of_consumers(sch, name)
+        kind = classify(func, name)
+        if kind == _ROW_REDUCE:
+            return [self._row_reduce(sch, block, row)]
+        if kind == _TRANSPOSE and row is None:
+            return self._transpose(sch, block)
+        if kind in (_ELEMENTWISE, _TRANSPOSE):
+            return [self._elementwise(sch, block, row)]
+        return [sch]
+
+    def _lanes(self, func, name: str) -> int:
+        r, _ = find_block(func, name)
+        bits = getattr(self.target, "vector_bits", 0) or 128
+        return max(1, bits // (8 * np.dtype(r.block.body.buffer.dtype).itemsize))
+
+    @staticmethod
+    def _row_loop_of_consumers(sch, name: str):
+        """The parallel loop every consumer of ``name`` sits under (the row loop a
+        consumer's schedule made), as a LoopRV; None when there is none."""
+        func = sch.func
+        cons = A.consumers(func, name)
+        if not cons:
+            return None
+        common = None
+        for c in cons:
+            _, loops = A.realize_of(func, c)
+            if not loops or loops[0].kind != "parallel":
+                return None
+            if common is None:
+                common = loops[0].var.name
+            elif common != loops[0].var.name:
+                return None
+        block = sch.get_block(cons[0])
+        return sch.get_loops(block)[0]
+
+    def _parallel_outer(self, sch, loops: list) -> None:
+        """Fuse ``loops`` (outermost, spatial) and make them parallel."""
+        if not loops:
+            return
+        fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+        sch.parallel(fused)
+
+    def _vector_split(self, sch, loop, lanes: int) -> tuple:
+        """``loop`` -> (outer, vector) with the vector ``lanes`` long (the loop itself when
+        shorter); outer is None when the whole loop is one vector."""
+        extent = A.loop_node(sch, loop).extent
+        if extent <= lanes:
+            return None, loop
+        outer, vec = sch.split(loop, [None, lanes])
+        return outer, vec
+
+    def _elementwise(self, sch, block, row) -> object:
+        name = sch.get(block)
+        lanes = self._lanes(sch.func, name)
+        if row is not None:
+            sch.compute_at(block, row)
+        loops = sch.get_loops(block)
+        start = 1 if row is not None else 0
+        inner = loops[-1]
+        outer, vec = self._vector_split(sch, inner, lanes)
+        if outer is not None and A.loop_node(sch, outer).extent > 1:
+            o, u = sch.split(outer, sch.sample_perfect_tile(
+                outer, n=2, max_innermost_factor=self.max_unroll))
+            sch.unroll(u)
+            outer = o
+        sch.vectorize(vec)
+        if row is None:
+            par = loops[start:-1] or ([outer] if outer is not None else [])
+            self._parallel_outer(sch, par)
+        sch.annotate(block, _MARK, 1)
+        return sch
+
+    def _row_reduce(self, sch, block, row) -> object:
+        name = sch.get(block)
+        lanes = self._lanes(sch.func, name)
+        loops = sch.get_loops(block)
+        k = loops[-1]
+        n_spatial = len(loops) - 1
+        if A.loop_node(sch, k).extent > lanes:
+            _, kv = sch.split(k, [None, lanes])
+            r, _ = find_block(sch.func, name)
+            rf = sch.rfactor(kv, r.block.body.buffer.ndim)
+        else:
+            rf = None
+        if row is not None:
+            sch.compute_at(block, row)
+            anchor = row
+        else:
+            spatial = sch.get_loops(block)[:n_spatial]
+            if spatial:
+                self._parallel_outer(sch, spatial)
+            anchor = sch.get_loops(block)[0] if spatial else None
+        if rf is not None:
+            if anchor is not None:
+                sch.compute_at(rf, anchor)
+            rl = sch.get_loops(rf)
+            # compute_at puts spatial loops first: ..., lane (S), k outer (R)
+            lane, ko = rl[-2], rl[-1]
+            sch.reorder(ko, lane)
+            sch.vectorize(lane)
+            sch.annotate(rf, _MARK, 1)
+        sch.annotate(block, _MARK, 1)
+        return sch
+
+    def _transpose(self, sch, block) -> list:
+        func, name = sch.func, sch.get(block)
+        r, loops = A.realize_of(func, name)
+        read_loop = _read_contiguous_loop(func, name)
+        names = [lp.var.name for lp in loops]
+        if read_loop not in names[:-1]:
+            return [self._elementwise(sch, block, None)]
+        out = []
+        variants = ["write", "read"] + (["stage"] if self.stage_transpose else [])
+        for variant in variants:
+            s = sch.copy()
+            b = s.get_block(name)
+            ls = s.get_loops(b)
+            w_lp, r_lp = ls[-1], ls[names.index(read_loop)]
+            others = [lp for lp in ls[:-1] if s.get(lp) != read_loop]
+            vec_lp, tile_lp = (r_lp, w_lp) if variant == "read" else (w_lp, r_lp)
+            lanes = self._lanes(s.func, name)
+            vo, vv = self._vector_split(s, vec_lp, lanes)
+            t_outer, t_inner = s.split(tile_lp, s.sample_perfect_tile(
+                tile_lp, n=2, max_innermost_factor=self.max_tile))
+            if vo is not None:
+                v_outer, v_mid = s.split(vo, s.sample_perfect_tile(
+                    vo, n=2, max_innermost_factor=max(1, self.max_tile // lanes)))
+                s.reorder(*others, t_outer, v_outer, t_inner, v_mid, vv)
+                tile_top = v_outer
+            else:
+                s.reorder(*others, t_outer, t_inner, vv)
+                tile_top = t_outer
+            s.vectorize(vv)
+            self._parallel_outer(s, others + [t_outer])
+            if variant == "stage":
+                c = s.cache_read(b, _read_index(s.func, name), "local")
+                s.compute_at(c, tile_top)
+                s.vectorize(s.get_loops(c)[-1])
+                s.annotate(c, _MARK, 1)
+            s.annotate(b, _MARK, 1)
+            out.append(s)
+        return out
+
+
+_MARK = "explorer.memory_bound"
+
+
+def _nbytes(buf) -> int:
+    n = np.dtype(buf.dtype).itemsize
+    for d in buf.shape:
+        n *= d
+    return n
+
+
+def classify(func, name: str):
+    """The kind of block ``name`` for this rule ("elementwise", "transpose",
+    "row_reduce"), or None when the rule does not handle it."""
+    r, loops = A.realize_of(func, name)
+    b = r.block
+    if not loops or not A.is_trivial_binding(func, name) or not A.is_single_nest(func, name):
+        return None
+    if A.needs_multi_level_tiling(func, name):
+        return None
+    if any(lp.kind != "serial" or lp.annotations for lp in loops):
+        return None
+    write_last = _last_var(b.body.indices)
+    if b.is_reduction:
+        kinds = [A.loop_iter_type(func, lp.var.name) for lp in loops]
+        if kinds.count("R") != 1 or kinds[-1] != "R":
+            return None
+        k = b.iter_vars[-1].var.name
+        if not any(_last_var(idx) == k for _, idx in _reads(b)):
+            return None
+        return _ROW_REDUCE
+    if write_last is None or write_last != b.iter_vars[-1].var.name:
+        return None
+    if any(_strided(idx, write_last) for _, idx in _reads(b)):
+        return _TRANSPOSE
+    return _ELEMENTWISE
+
+
+def _strided(indices, var: str) -> bool:
+    """Does an access move with ``var`` but not along its last dimension (a transposed
+    read)? One that does not use ``var`` (a row's statistic) is the same in every lane."""
+    used = set()
+    for e in indices:
+        used |= expr_vars(e)
+    return var in used and _last_var(indices) != var
+
+
+def _reads(b) -> list:
+    return [(ld.buffer, ld.indices) for ld in collect_loads(b.body.value)]
+
+
+def _last_var(indices):
+    """The one iteration variable the last index uses, or None."""
+    if not indices:
+        return None
+    names = expr_vars(indices[-1])
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def _read_contiguous_loop(func, name: str):
+    """The loop bound to the last index of the first read that is not contiguous along
+    the write's last dimension."""
+    r, loops = A.realize_of(func, name)
+    b = r.block
+    bind = {iv.var.name: v.name for iv, v in zip(b.iter_vars, r.iter_values)}
+    write_last = _last_var(b.body.indices)
+    for _, idx in _reads(b):
+        if _strided(idx, write_last):
+            return bind.get(_last_var(idx))
+    return None
+
+
+def _read_index(func, name: str) -> int:
+    r, _ = find_block(func, name)
+    b = r.block
+    write_last = _last_var(b.body.indices)
+    bufs = b.reads()
+    for i, buf in enumerate(bufs):
+        if any(_strided(idx, write_last) for idx in b.read_indices(buf)):
+            return i
+    return 0
