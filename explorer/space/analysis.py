@@ -9,6 +9,7 @@ analyses MetaSchedule's rules rely on (``GetLoopIterType``,
 from __future__ import annotations
 
 from ..ir.arith import linear_coeff  # noqa: F401 (re-exported for the rules)
+from ..ir.arith import simplify
 
 import math
 
@@ -209,8 +210,9 @@ def vectorizable_depth(func, block: str) -> int:
     accesses.append((b.body.buffer.shape, b.body.indices))
     best = len(loops)
     extents = [lp.extent for lp in loops]
-    for shape, idx in accesses:
-        idx = tuple(substitute(i, bind) for i in idx)
+    ranges = {lp.var.name: (0, lp.extent - 1) for lp in loops}   # decide // and % of
+    for shape, idx in accesses:                                     # blocked layouts
+        idx = tuple(simplify(substitute(i, bind), ranges) for i in idx)
         strides = _Lazy(lambda n, shape=shape, idx=idx: access_stride(shape, idx,
                                                                      loops[n].var.name))
         best = min(best, _fusible(strides, extents))
