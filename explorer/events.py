@@ -24,6 +24,17 @@ class TuningStarted:
 
 
 @dataclass(frozen=True)
+class WarmStart:
+    """Which pre-trained cost model the tuner starts from (``source``: its folder), or
+    ``source`` None and why it starts cold (none for the target's family, or one
+    refused: another family or feature version)."""
+    workload: str
+    family: str
+    source: str | None
+    message: str
+
+
+@dataclass(frozen=True)
 class RoundStarted:
     workload: str
     round: int

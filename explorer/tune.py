@@ -44,7 +44,7 @@ from .target import as_target
 from .database import Database, TuningRecord, ranked
 from .errors import ExplorerError, FeatureError
 from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, Retimed, Retiming,
-                     RoundStarted, TuningFinished, TuningStarted)
+                     RoundStarted, TuningFinished, TuningStarted, WarmStart)
 from .schedule import Trace
 
 
@@ -66,6 +66,7 @@ class TuneResult:
     rounds: list = field(default_factory=list)    # per-round model metrics
     retimed: list = field(default_factory=list)   # the top candidates timed again at the end
     emulated: bool = False     # run on the host emulator: no seconds, no GFLOP/s
+    pretrained: str | None = None   # the pre-trained cost model it started from
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -105,7 +106,8 @@ class Tuner:
                  cost_model="xgb", database=None, seed: int = 0, batch_size: int = 32,
                  config=None, space=None, early_stopping: int | None = None,
                  seed_expert: bool = True, measurer=None, retime_top: int = 4,
-                 retime_rounds: int = 3, runner=None, emulate: bool = False):
+                 retime_rounds: int = 3, runner=None, emulate: bool = False,
+                 pretrained=True):
         if not isinstance(trials, int) or trials < 1:
             raise ExplorerError(f"trials must be a positive int, got {trials!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -145,6 +147,8 @@ class Tuner:
             self.strategy.seeds = self._expert_seeds()
         self.config = config
         self._measurer = measurer
+        self.pretrained = _check_pretrained(pretrained)
+        self.warm_start = None
 
     def _expert_seeds(self) -> list:
         from .space.expert import expert_trace
@@ -197,6 +201,7 @@ class Tuner:
         wl, tgt = self.workload, str(self.target)
         self.events.emit(TuningStarted(wl.key, tgt, self.trials, self.strategy.name, self.seed))
         done = self._resume()
+        self._warm_start()
         ok = [r for r in done if r.ok]
         cut = sum(r.error_kind == "cutoff" for r in done)
         self.state = TunerState(trial=len(done), failed=len(done) - len(ok) - cut, cutoff=cut,
@@ -206,6 +211,21 @@ class Tuner:
         self.strategy.pre_tuning(self.context)
         self._own_measurer = self._measurer is None
         self.measurer = self._measurer or self._make_measurer()
+
+    def _warm_start(self) -> None:
+        """An XGBoost model not trained yet (no records of this workload, or too few)
+        starts from the pre-trained model of the target's family; a WarmStart event
+        says which, or why none (``explorer.cost_model.pretrained``)."""
+        from .cost_model import XGBCostModel
+        model = self.cost_model
+        if self.pretrained is False or not isinstance(model, XGBCostModel) or model.trained:
+            return
+        from .cost_model.pretrained import warm_start
+        note = warm_start(model, self.target, self.pretrained)
+        self.warm_start = note
+        if note.refused:
+            warnings.warn(note.message)
+        self.events.emit(WarmStart(self.workload.key, note.family, note.source, note.message))
 
     @property
     def active(self) -> bool:
@@ -251,6 +271,7 @@ class Tuner:
             tuning_seconds=time.perf_counter() - self._start, trace=b.trace if b else None,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
             rounds=self.rounds, cutoff=st.cutoff,
+            pretrained=self.warm_start.source if self.warm_start else None,
             retimed=[{"trial": t, "seconds_before": a, "seconds_after": c}
                      for t, a, c in st.retimed])
         self.events.emit(TuningFinished(wl.key, result.trials, result.measured, result.failed,
@@ -393,6 +414,17 @@ def _training_features(context, scheds: list, feats: list, resources: list) -> l
 # The cost of every correct emulated candidate: emulation tells the search which
 # candidates run correctly, not which are fast.
 EMULATED_COST = 1.0
+
+
+def _check_pretrained(pretrained):
+    """True, False or the folder of a pre-trained model (or of one per family)."""
+    if isinstance(pretrained, bool):
+        return pretrained
+    import os
+    if isinstance(pretrained, (str, os.PathLike)) and os.path.isdir(pretrained):
+        return os.fspath(pretrained)
+    raise ExplorerError(f"pretrained must be True (the shipped model of the target's family), "
+                        f"False (start cold) or an existing folder of one, got {pretrained!r}")
 
 
 def _check_emulation(target, remote) -> None:

@@ -16,7 +16,9 @@ benchmarks/cost_model_accuracy.py).
 
 Transfer: records of other workloads, given to ``update`` with their own
 ``groups`` (or to ``pretrain``, which trains at once), teach the model before
-the first measurement of a new workload.
+the first measurement of a new workload. A pre-trained model
+(``explorer.cost_model.pretrained``, given by ``warm_start``) scores the first
+rounds; the model's own trees then continue from it (XGBoost's ``xgb_model``).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from .base import (CostModel, as_seed, atomic_write, check_batch, check_features
 from .objectives import OBJECTIVES, PackSum, labels, rank_objective, rank_pairs, reg_objective
 
 MODEL_FILE = "model.json"
+BASE_FILE = "base.json"
 DATA_FILE = "data.npz"
 DEFAULTS = {"objective": "rank", "max_depth": 3, "gamma": 0.001, "min_child_weight": 0.0,
             "eta": 0.05, "subsample": 0.8, "colsample_bytree": 0.5, "num_boost_round": 200,
@@ -104,6 +107,8 @@ class XGBCostModel(CostModel):
         self._trained_on = 0
         self._trained_counts: dict = {}     # group id -> its candidates at the last training
         self._pretrained = False
+        self._base = None          # a pre-trained booster the trees continue from
+        self._base_info: dict = {}
 
     # -------------------------------------------------------------- state
     @property
@@ -113,8 +118,17 @@ class XGBCostModel(CostModel):
     @property
     def trained(self) -> bool:
         """True once predictions come from the trees rather than the random generator."""
+        return self._base is not None or self._own_trained
+
+    @property
+    def _own_trained(self) -> bool:
         return self._booster is not None and (self._pretrained or
                                               self.samples >= self.params["min_samples"])
+
+    @property
+    def warm_started(self) -> dict:
+        """What the pre-trained model given to ``warm_start`` was ({} when none)."""
+        return dict(self._base_info)
 
     @property
     def trained_samples(self) -> int:
@@ -149,6 +163,16 @@ class XGBCostModel(CostModel):
         self._pretrained = True
         self._train()
 
+    def warm_start(self, booster, info: dict | None = None) -> None:
+        """Score with the pre-trained ``booster`` until this model has trained on its own
+        data, and continue from its trees when it does. Use
+        ``explorer.cost_model.pretrained.warm_start``, which checks that it fits."""
+        if self._booster is not None:
+            raise CostModelError("XGBCostModel.warm_start: the model has already trained on "
+                                 "its own data; warm-start a fresh model")
+        self._base = booster
+        self._base_info = dict(info or {})
+
     def predict(self, features_list) -> np.ndarray:
         feats = check_features(features_list, "XGBCostModel.predict", self._num_features,
                                allow_empty=True)
@@ -158,9 +182,10 @@ class XGBCostModel(CostModel):
             return np.zeros(0)
         import xgboost as xgb
         pack = PackSum(feats)
-        dm = xgb.DMatrix(pack.rows[:, :self._booster.num_features()],
+        booster = self._booster if self._own_trained else self._base
+        dm = xgb.DMatrix(pack.rows[:, :booster.num_features()],
                          base_margin=self._prior(pack, feats))
-        rows = self._booster.predict(dm, output_margin=True)
+        rows = booster.predict(dm, output_margin=True)
         return pack.scores(rows.astype(np.float64))
 
     def _prior(self, pack: PackSum, feats: list) -> np.ndarray:
@@ -179,11 +204,12 @@ class XGBCostModel(CostModel):
         return margin
 
     def feature_importance(self, top: int | None = 10) -> tuple:
-        if self._booster is None:
+        booster = self._booster if self._own_trained else self._base
+        if booster is None:
             return ()
         names = (feature_names() if self._num_features == NUM_FEATURES
                  else [f"f{i}" for i in range(self._num_features or 0)])
-        gains = self._booster.get_score(importance_type="total_gain")
+        gains = booster.get_score(importance_type="total_gain")
         ranked = sorted(((names[int(k[1:])], float(v)) for k, v in gains.items()),
                         key=lambda kv: (-kv[1], kv[0]))
         return tuple(ranked if top is None else ranked[:top])
@@ -215,6 +241,8 @@ class XGBCostModel(CostModel):
         without a GPU kernel (the gpu_resources group all zeros: CPU targets) they stop
         before that group, so that XGBoost's column sampling (``colsample_bytree``)
         draws as it did before the group existed and CPU models stay the same."""
+        if self._base is not None:     # continue its trees: its columns
+            return self._base.num_features()
         gpu = feature_groups()["gpu_resources"]
         if rows.shape[1] != NUM_FEATURES or rows[:, gpu].any():
             return rows.shape[1]
@@ -237,7 +265,8 @@ class XGBCostModel(CostModel):
         dtrain = xgb.DMatrix(pack.rows[:, :self._tree_width(pack.rows)],
                              base_margin=self._prior(pack, kept))
         self._booster = xgb.train(self._xgb_params(), dtrain,
-                                  num_boost_round=self.params["num_boost_round"], obj=obj)
+                                  num_boost_round=self.params["num_boost_round"], obj=obj,
+                                  xgb_model=self._base)
         self._trained_on = self.samples
         self._trained_counts = {g: int(n) for g, n in
                                 enumerate(np.bincount(np.asarray(self._groups, np.int64)))}
@@ -252,6 +281,11 @@ class XGBCostModel(CostModel):
             atomic_write(os.path.join(path, MODEL_FILE), bytes(raw))
         elif os.path.exists(os.path.join(path, MODEL_FILE)):
             os.remove(os.path.join(path, MODEL_FILE))
+        if self._base is not None:
+            atomic_write(os.path.join(path, BASE_FILE),
+                         bytes(self._base.save_raw(raw_format="json")))
+        elif os.path.exists(os.path.join(path, BASE_FILE)):
+            os.remove(os.path.join(path, BASE_FILE))
         self._save_data(os.path.join(path, DATA_FILE))
         write_state(path, {"kind": self.kind, "params": self.params,
                            "feature_version": self.feature_version,
@@ -259,7 +293,8 @@ class XGBCostModel(CostModel):
                            "trained_counts": [self._trained_counts.get(g, 0)
                                               for g in range(len(self._group_names))],
                            "pretrained": self._pretrained, "has_model": self._booster is not None,
-                           "groups": list(self._group_names), "rng": rng_state(self._rng)})
+                           "groups": list(self._group_names), "rng": rng_state(self._rng),
+                           "warm_start": self._base_info if self._base is not None else None})
 
     def _save_data(self, file: str) -> None:
         width = self._num_features or 0
@@ -290,6 +325,9 @@ class XGBCostModel(CostModel):
             fresh._rng = rng_from_state(state["rng"], where)
             if state["has_model"]:
                 fresh._booster = _load_booster(os.path.join(path, MODEL_FILE), where)
+            if state.get("warm_start") is not None:
+                fresh._base = _load_booster(os.path.join(path, BASE_FILE), where)
+                fresh._base_info = dict(state["warm_start"])
         except (KeyError, TypeError, ValueError) as e:
             raise CostModelError(f"{where}: state.json is incomplete or corrupt ({e!r}); "
                                  "delete the directory and retrain") from None
