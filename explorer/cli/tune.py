@@ -32,7 +32,7 @@ import time
 
 from ..errors import ExplorerError, UsageError
 from ..events import (CandidateMeasured, NewBest, Retiming, RoundStarted, TuningFinished,
-                      TuningStarted)
+                      TuningStarted, WarmStart)
 from .common import check_fits, check_writable_dir, check_writable_file, one_line
 from .workload_text import workload_from_text
 
@@ -72,6 +72,9 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-expert-seed", action="store_true", help="do not seed the search with "
                    "the expert schedule (explorer.space.expert): the search alone")
+    p.add_argument("--no-pretrained", action="store_true", help="start the cost model cold, "
+                   "not from the pre-trained model shipped for the target's family "
+                   "(explorer.cost_model.pretrained)")
     p.add_argument("--table-rounds", type=int, default=5, metavar="N", help="--suite only: "
                    "interleaved rounds of the closing table against the libraries (default 5)")
     p.add_argument("--retime", type=int, default=4, metavar="N",
@@ -214,6 +217,8 @@ class Progress:
             self.start = time.perf_counter()
             self._line(f"tuning {ev.workload} on {ev.target} ({ev.strategy}, seed {ev.seed})",
                        final=True)
+        elif isinstance(ev, WarmStart):
+            self._line(ev.message, final=True)
         elif isinstance(ev, CandidateMeasured):
             self.done = ev.trial + 1
             self.failed += ev.error is not None and not ev.error.startswith("cutoff")
@@ -338,7 +343,8 @@ def _tune_one(args, wl, target, db, progress) -> int:
                   cost_model=args.cost_model, database=db, seed=args.seed,
                   batch_size=args.batch_size, retime_top=args.retime, runner=args.runner,
                   emulate=getattr(args, "emulate", False),
-                  seed_expert=not getattr(args, "no_expert_seed", False))
+                  seed_expert=not getattr(args, "no_expert_seed", False),
+                  pretrained=not getattr(args, "no_pretrained", False))
     tuner.events.subscribe(BudgetNote([tuner], db, args.trials))
     tuner.events.subscribe(progress)
     res = tuner.run()
@@ -391,7 +397,8 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
     ts = TaskScheduler(tasks, target, trials=args.trials, seed=args.seed, database=db,
                        batch_size=args.suite_batch, strategy=args.strategy,
                        cost_model=args.cost_model, retime_top=args.retime,
-                       runner=args.runner, seed_expert=not args.no_expert_seed)
+                       runner=args.runner, seed_expert=not args.no_expert_seed,
+                       pretrained=not getattr(args, "no_pretrained", False))
     note = BudgetNote(ts.tuners, db, args.trials, suite=args.suite)
     for t in ts.tuners:
         t.events.subscribe(note)
