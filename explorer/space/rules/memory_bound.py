@@ -131,7 +131,6 @@ class MemoryBoundTiling(ScheduleRule):
         if row is not None:
             sch.compute_at(block, row)
         loops = sch.get_loops(block)
-        start = 1 if row is not None else 0
         inner = loops[-1]
         outer, vec = self._vector_split(sch, inner, lanes)
         if outer is not None and A.loop_node(sch, outer).extent > 1:
@@ -141,7 +140,7 @@ class MemoryBoundTiling(ScheduleRule):
             outer = o
         sch.vectorize(vec)
         if row is None:
-            par = loops[start:-1] or ([outer] if outer is not None else [])
+            par = loops[:-1] or ([outer] if outer is not None else [])
             self._parallel_outer(sch, par)
         sch.annotate(block, _MARK, 1)
         return sch
