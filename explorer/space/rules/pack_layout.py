@@ -30,7 +30,9 @@ measurement of a candidate (nothing is packed ahead, at load time).
 from __future__ import annotations
 
 from ...errors import ScheduleError, SpaceError
+from ...ir.expr import BufferLoad
 from ...ir.functor import expr_vars
+from ...schedule.tree import find_block, writers
 from ...schedule.rv import ExprRV
 from .. import analysis as A
 from ..rule import ScheduleRule
@@ -83,9 +85,10 @@ def inner_factor(sch, loop: str):
 
 
 def pack_plan(func, block: str):
-    """(read index, buffer, innermost loop name) of the copy ``block`` reads whose last dimension is indexed by
-    the iteration variable of the block's innermost loop alone (coefficient 1), when the
-    block is tiled; None otherwise. A copy already blocked (``j % v``) does not match."""
+    """(read index, buffer, innermost loop name) of the copy of a parameter that ``block``
+    reads at the iteration variable of its innermost loop in the last dimension (and
+    nowhere else), when the block is tiled; None otherwise. A copy already blocked
+    (``j % v``) does not match."""
     r, loops = A.realize_of(func, block)
     b = r.block
     if A.TILING_STRUCTURE not in dict(b.annotations) or not loops:
@@ -103,7 +106,17 @@ def pack_plan(func, block: str):
         if len(idxs) != 1:
             continue
         idx = idxs[0]
-        if A.linear_coeff(idx[-1], var) == 1 and not any(var in expr_vars(e)
-                                                         for e in idx[:-1]):
+        if (getattr(idx[-1], "name", None) == var and _is_copy(func, buf)
+                and not any(var in expr_vars(e) for e in idx[:-1])):
             return index, buf, loops[-1].var.name
     return None
+
+
+def _is_copy(func, buf) -> bool:
+    """``buf`` is written by one block that copies a parameter (a cache_read), not computed
+    (a padding stage: its windows overlap, blocking them would break the vector loads)."""
+    names = writers(func, buf.name)
+    if len(names) != 1:
+        return False
+    value = find_block(func, names[0])[0].block.body.value
+    return isinstance(value, BufferLoad) and value.buffer in func.params
