@@ -191,3 +191,17 @@ def test_random_prime_shapes_under_sampled_schedules(seed):
         assert any(ins.kind == "split" and len(ins.inputs[1]) == 1
                    for ins in sch.trace.insts), "M is not tiled over a padded extent"
         run_checked(sch, wl, target, seed=seed)
+
+
+def test_versioning_bounds_cover_every_loop_of_a_name():
+    """Two loops of one name: the bound takes the longer, so the check stays sound."""
+    from explorer.backends.llvm import versioning
+    from explorer.ir.expr import LT, Buffer, IntImm, Var
+    from explorer.ir.stmt import BufferStore, For, IfThenElse, seq
+    B = Buffer("B", (40,))
+    jo, v = Var("jo"), Var("v")
+    guard = LT(jo * 4 + v, IntImm(37))
+    store = IfThenElse(guard, BufferStore(B, B[v], (v,)))
+    loop = For(jo, 10, seq([For(v, 4, store), For(v, 16, store)]))
+    plan = versioning.plan(loop)
+    assert plan is not None and plan.bounds[0].const == 15 - 37   # v up to 15, not 3

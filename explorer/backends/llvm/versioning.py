@@ -65,8 +65,13 @@ def _join(parts: list):
 
 
 def inner_extents(body: Stmt) -> dict:
-    """Loop variable -> extent for every loop inside ``body``."""
-    return {n.var.name: n.extent for n in iter_nodes(body) if isinstance(n, For)}
+    """Loop variable -> extent for every loop inside ``body`` (the largest, should two
+    loops share a name: the bounds stay upper bounds)."""
+    out: dict = {}
+    for n in iter_nodes(body):
+        if isinstance(n, For):
+            out[n.var.name] = max(n.extent, out.get(n.var.name, 0))
+    return out
 
 
 def bound_of(c: Expr, inner: dict):
