@@ -24,7 +24,10 @@ def _rebind(stmt, mapping: dict, guard=None):
         pred = substitute(r.predicate, mapping)
         if guard is not None:
             pred = all_of(pred, guard)
-        return r.with_(iter_values=vals, predicate=simplify(pred))
+        pred = simplify(pred)
+        if pred is r.predicate and all(a is b for a, b in zip(vals, r.iter_values)):
+            return None     # nothing to change: the realize (and its loops) as they are
+        return r.with_(iter_values=vals, predicate=pred)
     return map_realizes(stmt, fn)
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir.expr import BufferLoad, Var
-from ..ir.functor import (REMOVE, collect_loads, expr_vars, rebuild_stmt, stmt_children,
-                          transform_stmt)
+from ..ir.functor import REMOVE, collect_loads, expr_vars, rebuild_stmt, stmt_children
 from ..ir.index import index_of
 from ..ir.names import FreshNames
 from ..ir.stmt import Block, BlockRealize, For, PrimFunc, SeqStmt, Stmt, seq
@@ -104,9 +103,31 @@ def replace_at(root: Stmt, path: tuple, old: Stmt, new) -> Stmt:
 
 
 def map_realizes(stmt: Stmt, fn) -> Stmt:
-    """Apply ``fn(realize) -> Stmt | None | REMOVE`` to every block realize."""
-    out = transform_stmt(stmt, lambda s: fn(s) if isinstance(s, BlockRealize) else None)
-    return out
+    """Apply ``fn(realize) -> Stmt | None | REMOVE`` to every block realize (None keeps
+    it). As ``transform_stmt`` would, but only the ancestors of the realizes that changed
+    are visited and rebuilt."""
+    new: dict = {}
+    dirty: set = set()
+    for r, path in realizes_under(stmt):
+        out = fn(r)
+        if out is not None and out is not r:
+            new[id(r)] = out
+            dirty.update(map(id, path))
+    return _rebuilt(stmt, new, dirty) if new else stmt
+
+
+def _rebuilt(node: Stmt, new: dict, dirty: set):
+    hit = new.get(id(node))
+    if hit is not None:
+        return hit
+    if id(node) not in dirty:
+        return node
+    kids = []
+    for k in stmt_children(node):
+        nk = _rebuilt(k, new, dirty)
+        if nk is not REMOVE:
+            kids.append(nk)
+    return rebuild_stmt(node, tuple(kids)) if kids else REMOVE
 
 
 def remove_block(func: PrimFunc, name: str) -> PrimFunc:
