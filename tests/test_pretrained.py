@@ -85,7 +85,8 @@ def test_save_load_round_trip(root):
     meta = read_meta(path)
     assert meta["family"] == target_family(HOST) and meta["feature_version"] == FEATURE_VERSION
     assert meta["workloads"] == {WL.key: 24} and meta["command"] == "pytest"
-    booster, _ = load_pretrained(path, HOST)
+    booster, _, data = load_pretrained(path, HOST)
+    assert len(data[0]) == len(data[1]) == len(data[2]) == 24 and set(data[2]) == {WL.key}
     feats, costs = _records(HOST, n=6, seed=1)
     a = XGBCostModel(seed=0)
     b = XGBCostModel(seed=0)
@@ -93,8 +94,15 @@ def test_save_load_round_trip(root):
     warm_start(a, HOST, path)
     b.warm_start(booster)
     assert a.trained and a.warm_started["path"] == str(path)
+    assert a.samples == 24 and a.warm_started["mode"] == "data"
+    assert b.samples == 0 and b.warm_started["mode"] == "continue"
     np.testing.assert_allclose(a.predict(feats), b.predict(feats))
     assert np.ptp(a.predict(feats)) > 0      # scores from the trees, not constant
+    # its own first records retrain it at once, on the pre-training records and them
+    warm = XGBCostModel(seed=0, num_boost_round=8)    # min_samples 32: 24 + 10 are enough
+    warm_start(warm, HOST, path)
+    assert warm.update(*_records(HOST, n=10, seed=2), "own") and warm.trained_samples == 34
+    assert not np.allclose(warm.predict(feats), a.predict(feats))
     # a warm model saved and loaded predicts the same
     a.save(str(root / "saved"))
     c = XGBCostModel().load(str(root / "saved"))

@@ -3,8 +3,16 @@
 A model trained by the project's own tuner on the shipped suites' workloads
 (``benchmarks/train_pretrained.py``) is kept per *target family* in
 ``data/pretrained/<family>/`` (installed as ``explorer.data``): ``model.json``
-(XGBoost's JSON) and ``meta.json`` (feature version, family, the workloads and
-their trial counts, the date and the command that made it).
+(XGBoost's JSON), ``data.npz`` (the features, costs and workloads it was trained
+on) and ``meta.json`` (feature version, family, the workloads and their trial
+counts, the date and the command that made it).
+
+A warm-started model scores the first round with the pre-trained trees, then
+trains on the pre-training records and its own together (each workload's costs
+normalized to its best, so the workloads mix). That beat continuing the
+pre-trained trees on the own records alone (XGBoost's ``xgb_model``, which
+overfit the few own records) and the pre-trained trees alone on held-out
+workloads: see ``benchmarks/warm_start.py`` and data/README.md.
 
 The family names what the features of a candidate depend on, the instruction set
 and its vector width, and never a core count or cache size: ``llvm-x86-avx512``,
@@ -30,6 +38,7 @@ from .base import atomic_write
 
 FORMAT = "explorer.pretrained/1"
 MODEL_FILE = "model.json"
+DATA_FILE = "data.npz"
 META_FILE = "meta.json"
 FOLDER = "pretrained"
 # parameters a warm-started model must share with the pre-trained one: the trees'
@@ -98,6 +107,7 @@ def save_pretrained(model, target, root, *, workloads: dict, command: str,
     path = Path(root) / target_family(target)
     os.makedirs(path, exist_ok=True)
     atomic_write(str(path / MODEL_FILE), bytes(booster.save_raw(raw_format="json")))
+    _save_data(model, path / DATA_FILE)
     import xgboost
     from ..target import as_target
     t = as_target(target)
@@ -111,6 +121,18 @@ def save_pretrained(model, target, root, *, workloads: dict, command: str,
             "command": command, **(extra or {})}
     atomic_write(str(path / META_FILE), (json.dumps(meta, indent=1) + "\n").encode())
     return path
+
+
+def _save_data(model, file: Path) -> None:
+    import numpy as np
+    names = list(model._group_names)
+    tmp = file.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, rows=np.concatenate(model._feats).astype(np.float32),
+                        counts=np.array([len(f) for f in model._feats], np.int64),
+                        costs=np.asarray(model._costs, np.float64),
+                        groups=np.asarray(model._groups, np.int64),
+                        names=np.array(names, dtype=str))
+    os.replace(tmp, file)
 
 
 # ------------------------------------------------------------------ load
@@ -154,12 +176,34 @@ def check_compatible(meta: dict, target, model=None) -> None:
 
 
 def load_pretrained(path, target, model=None):
-    """(booster, meta) of the pre-trained model in ``path``, checked against ``target``
-    (and ``model``'s parameters); CostModelError when it does not fit."""
+    """(booster, meta, data) of the pre-trained model in ``path``, checked against
+    ``target`` (and ``model``'s parameters): data is (features, costs, groups) of its
+    training records. CostModelError when it does not fit or a file is damaged."""
     meta = read_meta(path)
     check_compatible(meta, target, model)
     from .xgb import _load_booster
-    return _load_booster(str(Path(path) / MODEL_FILE), f"load_pretrained({str(path)!r})"), meta
+    where = f"load_pretrained({str(path)!r})"
+    booster = _load_booster(str(Path(path) / MODEL_FILE), where)
+    return booster, meta, _load_data(Path(path) / DATA_FILE, where)
+
+
+def _load_data(file: Path, where: str) -> tuple:
+    import numpy as np
+    try:
+        with np.load(file, allow_pickle=False) as z:
+            rows, counts, costs, groups, names = (z[k] for k in
+                                                  ("rows", "counts", "costs", "groups", "names"))
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        raise CostModelError(f"{where}: training data {str(file)!r} is missing or damaged "
+                             f"({e}); run benchmarks/train_pretrained.py again") from None
+    ok = (rows.ndim == 2 and rows.shape[1] == NUM_FEATURES and counts.sum() == len(rows)
+          and len(counts) == len(costs) == len(groups) > 0
+          and 0 <= groups.min() <= groups.max() < len(names))
+    if not ok:
+        raise CostModelError(f"{where}: training data {str(file)!r} is inconsistent; run "
+                             "benchmarks/train_pretrained.py again")
+    feats = np.split(rows, np.cumsum(counts)[:-1])
+    return feats, costs, [str(names[g]) for g in groups]
 
 
 @dataclass(frozen=True)
@@ -186,13 +230,13 @@ def warm_start(model, target, source=True) -> WarmStartNote:
                              f"for target family {fam}"
                              + (f" (there are: {', '.join(have)})" if have else ""))
     try:
-        booster, meta = load_pretrained(path, target, model)
+        booster, meta, data = load_pretrained(path, target, model)
     except CostModelError as e:
         return WarmStartNote(None, fam, f"cost model starts cold: refused the pre-trained "
                              f"model {path}: {e}", refused=True)
     n, wls = meta.get("candidates"), len(meta.get("workloads") or {})
     model.warm_start(booster, {"path": str(path), "family": fam, "date": meta.get("date"),
-                               "candidates": n, "workloads": wls})
+                               "candidates": n, "workloads": wls}, data)
     return WarmStartNote(str(path), fam, f"cost model warm-started from the pre-trained model "
                          f"for {fam} ({path}: {n} candidates of {wls} workloads, "
                          f"{meta.get('date')})")

@@ -163,15 +163,30 @@ class XGBCostModel(CostModel):
         self._pretrained = True
         self._train()
 
-    def warm_start(self, booster, info: dict | None = None) -> None:
+    def warm_start(self, booster, info: dict | None = None, data=None) -> None:
         """Score with the pre-trained ``booster`` until this model has trained on its own
-        data, and continue from its trees when it does. Use
+        records. ``data``, the (features, costs, groups) it was trained on: the model then
+        trains on those and its own records together, from the first round's
+        measurements on; without it, its trees continue from the booster's
+        (``xgb_model``), once it has ``min_samples`` of its own. Use
         ``explorer.cost_model.pretrained.warm_start``, which checks that it fits."""
         if self._booster is not None:
-            raise CostModelError("XGBCostModel.warm_start: the model has already trained on "
-                                 "its own data; warm-start a fresh model")
+            raise CostModelError("XGBCostModel.warm_start: the model has already trained; "
+                                 "warm-start a fresh model")
         self._base = booster
-        self._base_info = dict(info or {})
+        self._base_info = {**(info or {}), "mode": "continue" if data is None else "data"}
+        if self._num_features is None:      # pre-trained on the full layout (and its prior)
+            self._num_features = NUM_FEATURES
+        if data is not None:    # as if trained on them: only new records make it retrain
+            before = len(self._groups)
+            self._append(*data, "XGBCostModel.warm_start")
+            for g in self._groups[before:]:
+                self._trained_counts[g] = self._trained_counts.get(g, 0) + 1
+
+    @property
+    def _continues(self) -> bool:
+        """Do the trees continue from the pre-trained booster's (no pre-training data)?"""
+        return self._base is not None and self._base_info.get("mode") == "continue"
 
     def predict(self, features_list) -> np.ndarray:
         feats = check_features(features_list, "XGBCostModel.predict", self._num_features,
@@ -241,7 +256,7 @@ class XGBCostModel(CostModel):
         without a GPU kernel (the gpu_resources group all zeros: CPU targets) they stop
         before that group, so that XGBoost's column sampling (``colsample_bytree``)
         draws as it did before the group existed and CPU models stay the same."""
-        if self._base is not None:     # continue its trees: its columns
+        if self._continues:     # continue its trees: its columns
             return self._base.num_features()
         gpu = feature_groups()["gpu_resources"]
         if rows.shape[1] != NUM_FEATURES or rows[:, gpu].any():
@@ -266,7 +281,7 @@ class XGBCostModel(CostModel):
                              base_margin=self._prior(pack, kept))
         self._booster = xgb.train(self._xgb_params(), dtrain,
                                   num_boost_round=self.params["num_boost_round"], obj=obj,
-                                  xgb_model=self._base)
+                                  xgb_model=self._base if self._continues else None)
         self._trained_on = self.samples
         self._trained_counts = {g: int(n) for g, n in
                                 enumerate(np.bincount(np.asarray(self._groups, np.int64)))}
