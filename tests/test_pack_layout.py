@@ -271,3 +271,21 @@ def test_rule_leaves_gpu_and_untiled_blocks_alone():
     assert pack_plan(Schedule(wl).func, "C") is None        # not tiled
     ew = ops.elementwise(8, 8)
     assert not any(blocked(s.trace) for s in space(ew).sketches)
+
+
+def test_show_says_the_packing_copy_is_timed_inside_the_kernel(tmp_path, capsys):
+    from explorer import cli
+    from explorer.database import Database, TuningRecord
+    wl, packed = packed_gemm()
+    check(packed, wl)
+    db = Database(tmp_path / "db")
+    db.commit_workload(wl)
+    db.commit_record(TuningRecord(wl.key, "llvm", packed.trace.as_json(), (1e-4,), trial=0))
+    assert cli.main(["show", "--db", str(tmp_path / "db")]) == 0
+    out = capsys.readouterr().out
+    assert "packed layout (transform_layout with factors): the copy that packs runs inside " \
+           "the kernel, its time is in 'best ms'" in out
+    plain = Schedule(wl)
+    db.commit_record(TuningRecord(wl.key, "llvm", plain.trace.as_json(), (1e-5,), trial=1))
+    assert cli.main(["show", "--db", str(tmp_path / "db")]) == 0
+    assert "packed layout" not in capsys.readouterr().out     # the best is not packed

@@ -78,6 +78,13 @@ def _trace_lines(trace) -> str:
         return f"    (this record's trace cannot be read: {e})"
 
 
+def _blocked_layout(trace) -> bool:
+    """Does a record's trace store a copy in a blocked layout (PackLayout's packed panels)?"""
+    insts = trace.get("insts") if isinstance(trace, dict) else None
+    return any(isinstance(i, list) and len(i) > 1 and i[0] == "transform_layout"
+               and isinstance(i[1], list) and len(i[1]) == 4 for i in insts or [])
+
+
 def _code_lines(db, workload_key: str, record, asm: bool) -> str:
     """The best record's kernel rebuilt (replay, lower, generate) and its code as text, or
     a line saying why it cannot be shown."""
@@ -130,6 +137,9 @@ def main(args) -> int:
             runs = len(best.run_secs) + len(best.retime_secs) if best else 0
             print(f"{wk[:60]:60s} {tgt[:28]:28s} {len(recs):6d} {len(recs) - len(ok):6d} "
                   f"{ms:9.3f} {gf:8.1f} {runs:5d}")
+        if best and _blocked_layout(best.trace):
+            print("    packed layout (transform_layout with factors): the copy that packs runs "
+                  "inside the kernel, its time is in 'best ms'")
         if args.trace and best:
             print(_trace_lines(best.trace))
         if (getattr(args, "source", False) or getattr(args, "asm", False)) and best:
