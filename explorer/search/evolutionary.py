@@ -107,10 +107,29 @@ class EvolutionarySearch(SearchStrategy):
         n_random = int(round(room * self.eps_greedy))
         scores = ctx.predict(pool)
         order = list(np.argsort(-scores, kind="stable"))
+        if ctx.uses_prior:
+            order = _across_sketches(ctx.space, pool, order)
         best = [pool[i] for i in order[:room - n_random]]
         rest = [pool[i] for i in order[room - n_random:]]
         ctx.rng.shuffle(rest)
         return forced + best + rest[:n_random]
+
+
+def _across_sketches(space, pool: list, order: list) -> list:
+    """``order`` (indices into ``pool``, best first) taken round-robin over the sketches
+    the candidates follow: the best of each sketch, then the second best of each, ...
+    Used while the scores are the analytic prior, which ranks tilings within a sketch
+    well but not what a sketch's caches and layouts are worth (packing, the write
+    cache's level): the first measurements then cover every sketch, and the model
+    learns what they are worth from them."""
+    by_sketch: dict = {}
+    for i in order:
+        by_sketch.setdefault(space.sketch_of(pool[i].trace), []).append(i)
+    queues = list(by_sketch.values())
+    out = []
+    for rank in range(max((len(q) for q in queues), default=0)):
+        out += [q[rank] for q in queues if rank < len(q)]
+    return out
 
 
 def _mutate_valid(space, trace, rng):

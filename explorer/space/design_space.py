@@ -25,6 +25,7 @@ from ..schedule.sampling import perfect_tilings
 from ..schedule.tree import block_names, find_loop
 from .defaults import default_mutators, default_postprocs, default_rules
 from .mutators.gpu_limits import sample_within_limits
+from .register_tiles import sample_register_tiles
 from .replay import follows, replay, structure, truncated, well_formed, without_decisions
 
 _ROOT = object()  # stands for MetaSchedule's root block in the post-order walk
@@ -174,6 +175,8 @@ class DesignSpace:
         trace = without_decisions(sketch.trace)
         if self.target.is_gpu:      # the GPU tilings' decisions drawn within its limits
             trace.decisions.update(sample_within_limits(sketch, self.func, self.target, seed))
+        else:                       # most CPU tilings' register tiles fit the registers
+            trace.decisions.update(sample_register_tiles(sketch, self.func, self.target, seed))
         try:
             replay(trace, sch)
         except ExplorerError as e:

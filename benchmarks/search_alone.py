@@ -1,0 +1,145 @@
+"""Search alone against the search seeded with the expert schedule, in one run.
+
+Issue 17: the tuner seeds its first round with the hand-written expert schedule
+(``explorer.space.expert``); a user's own operator has none. For each case this
+tunes twice with the same budget and seed, seeded (``seed_expert=True``, the
+default) and alone (``seed_expert=False``, ``explorer tune --no-expert-seed``),
+then times both best kernels with numpy and PyTorch in interleaved rounds
+(medians; the ratios are taken within one run, the machine may be shared)::
+
+    python3 benchmarks/search_alone.py                       # gemm-1024 and C2
+    python3 benchmarks/search_alone.py --cases gemm-1024 C2 C6 qkv_out_proj --json out.json
+
+Cases: ``gemm-1024`` (gemm 1024^3), the ResNet-18 layers ``C1``..``C12`` and the
+BERT-base GEMMs (``qkv_out_proj``, ``ffn_up``, ``ffn_down``, ...) of the shipped
+suites. Printed per case: GFLOP/s of both during tuning and in the final
+interleaved timing, alone / seeded, the tuning wall time of each, numpy and
+PyTorch (absent when PyTorch is not installed: said so), and the load average.
+Targets (issue 17): alone >= 0.9x seeded, and >= 3x TVM MetaSchedule's kernel
+(119 GFLOP/s gemm 1024, 106 C2 on a 2-core Zen 5 at 64 trials, about 270 s each)
+in <= 1/5 of its wall time (54 s).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from explorer import ops  # noqa: E402
+from explorer.cli import bench  # noqa: E402
+from explorer.errors import ExplorerError  # noqa: E402
+from explorer.schedule import Trace  # noqa: E402
+from explorer.space import DesignSpace  # noqa: E402
+from explorer.suites import suite_tasks  # noqa: E402
+from explorer.target import Target  # noqa: E402
+from explorer.tune import Tuner  # noqa: E402
+
+METASCHEDULE = {"gemm-1024": (119.0, 270.0), "C2": (106.0, 270.0)}  # GFLOP/s, wall s (issue 17)
+
+
+def workload(name: str):
+    if name == "gemm-1024":
+        return ops.gemm(1024, 1024, 1024)
+    for suite in ("resnet18", "bert_base"):
+        for t in suite_tasks(suite):
+            if t["name"] == name:
+                return ops.get(t["op"], **t["params"])
+    raise ExplorerError(f"unknown case {name!r}: use gemm-1024, C1..C12 or a bert_base task "
+                        f"({', '.join(t['name'] for t in suite_tasks('bert_base'))})")
+
+
+def tune(wl, target, trials: int, seed: int, seeded: bool) -> dict:
+    t0 = time.perf_counter()
+    res = Tuner(wl, target, trials=trials, seed=seed, seed_expert=seeded).run()
+    return {"seeded": seeded, "best_gflops": res.best_gflops, "trials": res.trials,
+            "failed": res.failed, "wall_secs": time.perf_counter() - t0, "trace": res.trace,
+            "history": res.history, "load_after": os.getloadavg()[0]}
+
+
+def final_timing(b, wl, target, runs: dict, rounds: int) -> list:
+    """Both best kernels, numpy and PyTorch, timed in interleaved rounds (medians)."""
+    space = DesignSpace(wl, target)
+    rows = []
+    for name, run in runs.items():
+        sch = space.apply(Trace.from_json(run["trace"])) if run["trace"] else None
+        if sch is None:
+            rows.append(bench.Contender(name, None, f"best trace does not replay: "
+                                        f"{space.last_error}"))
+        else:
+            rows.append(b._ours(name, wl, sch, ""))
+    for impl, pool in b.pools.items():
+        rows.append(bench.Contender(impl, lambda p=pool, i=impl: bench.baseline_request(
+            p, i, wl, b.cfg, b.threads), settle=bench.SETTLE_SECS))
+    live = [c for c in rows if c.measure is not None]
+    for r in range(rounds):
+        for c in live[r % len(live):] + live[:r % len(live)]:
+            c.step()
+    return [c.row(wl.flops) for c in rows]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", nargs="+", default=["gemm-1024", "C2"])
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=7, help="interleaved final timing rounds")
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    if args.trials < 1 or args.rounds < 1:
+        p.error("--trials and --rounds must be at least 1")
+    target = Target("llvm")
+    try:
+        cases = [(name, workload(name)) for name in args.cases]
+    except ExplorerError as e:
+        p.error(str(e))
+    print(f"# {target.describe()}; load average at start {os.getloadavg()[0]:.1f}", flush=True)
+    b = bench.Bench(target, target.num_cores, args.rounds)
+    if "torch" not in b.pools:
+        print("# PyTorch is not installed: no PyTorch column", flush=True)
+    report = {"target": target.describe(), "trials": args.trials, "seed": args.seed,
+              "load_start": os.getloadavg(), "cases": []}
+    try:
+        for name, wl in cases:
+            runs = {}
+            for seeded in (True, False):
+                run = tune(wl, target, args.trials, args.seed, seeded)
+                label = "seeded" if seeded else "alone"
+                runs[label] = run
+                print(f"{name} {label}: {run['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
+                      f"{run['wall_secs']:.0f} s, load {run['load_after']:.1f}", flush=True)
+            rows = final_timing(b, wl, target, runs, args.rounds)
+            report["cases"].append({"case": name, "key": wl.key, "runs": runs, "rows": rows})
+            print(format_case(name, runs, rows), flush=True)
+    finally:
+        b.close()
+    report["load_end"] = os.getloadavg()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.json}")
+
+
+def format_case(name: str, runs: dict, rows: list) -> str:
+    g = {r["impl"]: r["gflops"] for r in rows}
+    lines = [f"{name}: final timing, GFLOP/s (medians of interleaved rounds)"]
+    for r in rows:
+        lines.append(f"  {r['impl']:8s} {r['gflops'] or 0:8.1f}"
+                     + (f"   tuning {runs[r['impl']]['wall_secs']:.0f} s"
+                        if r["impl"] in runs else "")
+                     + (f"   {r['error_kind']}: {r['error']}" if r.get("error") else ""))
+    if g.get("seeded") and g.get("alone"):
+        lines.append(f"  alone / seeded = {g['alone'] / g['seeded']:.2f} (target >= 0.90)")
+    ms = METASCHEDULE.get(name)
+    if ms and g.get("alone"):
+        lines.append(f"  alone / MetaSchedule ({ms[0]:.0f} GFLOP/s, {ms[1]:.0f} s) = "
+                     f"{g['alone'] / ms[0]:.2f}x in {runs['alone']['wall_secs'] / ms[1]:.2f}"
+                     " of its time (target >= 3x in <= 0.20)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Register tiles: on a CPU target, draws of a multi-level tiling favour innermost tiles
+that fill the target's vector registers.
+
+The innermost spatial level of a multi-level tiling (``i3 j3`` of ``SSRSRS``, inside
+the last reduction loop) is the register tile: lowering unrolls it, the innermost loop
+is vectorized, and LLVM keeps the tile's accumulators in vector registers across the
+reduction loop around it when they fit. A tile is fast when
+
+- the vectorized factor (the innermost loop of the reordered nest) is a multiple of the
+  target's lanes for the block's dtype (no partial vectors), where the loop's extent
+  allows one, and
+- its accumulators, ``ceil(vector factor / lanes)`` times the other register-tile
+  factors, are enough to hide the fused multiply-add latency (at least a quarter of the
+  vector registers) and leave registers for the operands of one reduction step: a row
+  of ``ceil(vector factor / lanes)`` vector loads and one broadcast (the rest).
+
+Every perfect tiling equally likely (``sample_perfect_tile``) puts a few percent of the
+draws there: gemm 1024^3 has 266 tilings of each spatial loop, and the hand-written
+expert schedule (a 4 x 64 tile, 16 accumulators of AVX-512's 32 registers) is one of
+about 10^7 points of the space. ``sample_register_tiles`` draws a tiling's decisions as
+its instructions do and draws again, up to ``DRAWS`` times, until the register tile
+fits (the instructions' distribution conditioned on the fit), for a share ``FIT_SHARE``
+of the draws; the other draws stay unconditioned, so the whole space stays reachable.
+Lanes and registers are read from the Target (AVX2: 8 lanes, 16 registers; AVX-512:
+16 and 32), nothing about the operator is assumed: the register tile is read from the
+sketch's trace (the loops after the last reduction loop of the tiling's last
+``reorder``), so a user's own operator tiled by the rule gets the same.
+"""
+from __future__ import annotations
+
+import random
+import weakref
+
+from ..errors import ExplorerError
+from ..schedule.sampling import perfect_tilings
+from ..schedule.tree import find_block
+from . import analysis as A
+
+FIT_SHARE = 0.8         # share of the draws conditioned on a fitting register tile
+DRAWS = 256             # draws per tiled block before giving up the condition
+_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int32": 4, "int8": 1}
+_SKETCH_TILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class _Part:
+    """A factor of iteration variable ``var`` (index among the block's variables):
+    position ``pos`` of the decision of ``sample_perfect_tile`` ``inst``, or the whole
+    loop (``inst`` None) of ``extent``."""
+    __slots__ = ("var", "kind", "inst", "pos", "extent")
+
+    def __init__(self, var: int, kind: str, inst, pos: int, extent: int):
+        self.var, self.kind, self.inst, self.pos, self.extent = var, kind, inst, pos, extent
+
+    def factor(self, decisions: dict) -> int:
+        return self.extent if self.inst is None else decisions[self.inst][self.pos]
+
+
+class RegisterTile:
+    """The register tile of one multi-level tiled block of a sketch: its parts (the
+    loops after the last reduction loop, innermost last), the tiling instructions of
+    its variables (index -> extent tiled), the lanes for the block's dtype, the fewest
+    accumulators (``low``) and the vector registers (``high``) of the target."""
+
+    def __init__(self, name: str, parts: list, tiles: dict, lanes: int, low: int, high: int,
+                 vector_extent: int):
+        self.name, self.parts, self.tiles = name, parts, tiles
+        self.lanes, self.low, self.high = lanes, low, high
+        self.vector_extent = vector_extent   # extent of the vectorized variable
+
+    def accumulators(self, decisions: dict) -> int:
+        *outer, vec = self.parts
+        n = -(-vec.factor(decisions) // self.lanes)
+        for p in outer:
+            n *= p.factor(decisions)
+        return n
+
+    def fits(self, decisions: dict) -> bool:
+        vec = self.parts[-1].factor(decisions)
+        if self.vector_extent % self.lanes == 0 and vec % self.lanes:
+            return False
+        operands = -(-vec // self.lanes) + 1     # a row of vector loads, one broadcast
+        return self.low <= self.accumulators(decisions) <= self.high - operands
+
+
+def register_tiles(trace, func, target) -> list:
+    """The ``RegisterTile`` of every multi-level tiled block of ``trace`` (a sketch) whose
+    tiling the trace shows: get_loops, sample_perfect_tile, split and reorder on the
+    block's own loops, the innermost loop spatial."""
+    lanes_bits = getattr(target, "vector_bits", 0) or 0
+    regs = getattr(target, "vector_registers", 0) or 0
+    if target is None or target.is_gpu or lanes_bits <= 0 or regs < 4:
+        return []
+    blocks: dict = {}        # BlockRV -> block name
+    tiled: dict = {}         # block name -> {"vars": [...], ...}
+    loop_part: dict = {}     # LoopRV -> (block name, _Part)
+    factor_of: dict = {}     # ExprRV -> (inst, pos)
+    extent_of: dict = {}     # sample_perfect_tile inst -> extent
+    last_order: dict = {}    # block name -> [parts] of its last reorder
+    for idx, ins in enumerate(trace.insts):
+        k, inp, out = ins.kind, ins.inputs, ins.outputs
+        if k == "get_block":
+            blocks[out[0]] = inp[0]
+        elif k == "annotate" and inp[1] == A.TILING_STRUCTURE and inp[0] in blocks:
+            name = blocks[inp[0]]
+            try:
+                tiled[name] = {"block": find_block(func, name)[0].block, "seen": False}
+            except ExplorerError:
+                continue
+        elif k == "get_loops" and blocks.get(inp[0]) in tiled:
+            name = blocks[inp[0]]
+            info = tiled[name]
+            ivs = info["block"].iter_vars
+            if info["seen"] or len(out) != len(ivs):
+                continue                      # a later get_loops, after the tiling
+            info["seen"] = True
+            for n, (lp, iv) in enumerate(zip(out, ivs)):
+                loop_part[lp] = (name, _Part(n, iv.kind, None, 0, iv.extent))
+        elif k == "sample_perfect_tile" and inp[0] in loop_part:
+            for pos, v in enumerate(out):
+                factor_of[v] = (idx, pos)
+            extent_of[idx] = loop_part[inp[0]][1].extent
+        elif k == "split" and inp[0] in loop_part:
+            name, whole = loop_part[inp[0]]
+            if len(out) == 1 and len(inp[1]) == 1 and isinstance(inp[1][0], int):
+                # a padded extent (MultiLevelTiling.padded_extent), tiled next
+                loop_part[out[0]] = (name, _Part(whole.var, whole.kind, None, 0, inp[1][0]))
+                continue
+            facs = [factor_of.get(f) for f in inp[1]]
+            if any(f is None for f in facs):
+                continue
+            for lp, (i, pos) in zip(out, facs):
+                loop_part[lp] = (name, _Part(whole.var, whole.kind, i, pos, 0))
+        elif k == "reorder" and inp and all(lp in loop_part for lp in inp):
+            names = {loop_part[lp][0] for lp in inp}
+            if len(names) == 1:
+                last_order[names.pop()] = [loop_part[lp][1] for lp in inp]
+    out = []
+    for name, order in last_order.items():
+        r = max((n for n, p in enumerate(order) if p.kind != "S"), default=-1)
+        parts = order[r + 1:]
+        if not parts or parts[-1].kind != "S" or all(p.inst is None for p in parts):
+            continue
+        block = tiled[name]["block"]
+        lanes = max(1, lanes_bits // (8 * _BYTES.get(block.body.buffer.dtype, 4)))
+        tiles = {p.inst: extent_of[p.inst] for p in order if p.inst is not None}
+        vec_extent = block.iter_vars[parts[-1].var].extent
+        out.append(RegisterTile(name, parts, tiles, lanes, max(1, regs // 4), regs,
+                                vec_extent))
+    return out
+
+
+def sample_register_tiles(sketch, func, target, seed: int, draws: int = DRAWS,
+                          share: float = FIT_SHARE) -> dict:
+    """Decisions {instruction index: factors} for the multi-level tilings of ``sketch``
+    (a Schedule whose trace holds the sampling instructions): with probability
+    ``share`` per tiled block, perfect tilings drawn uniformly and drawn again until the
+    register tile fits (see the module docstring); otherwise, or when no draw fits in
+    ``draws``, no decisions (the instructions sample them as before). The same seed
+    gives the same decisions, from a random stream of their own."""
+    cached = _SKETCH_TILES.get(sketch)
+    if cached is None or cached[0] is not func or cached[1] != target:
+        cached = (func, target, register_tiles(sketch.trace, func, target))
+        _SKETCH_TILES[sketch] = cached
+    rng = random.Random(f"cpu register tiles {seed}")
+    out: dict = {}
+    for tile in cached[2]:
+        if rng.random() >= share:
+            continue
+        options = [(i, perfect_tilings(ext, *sketch.trace.insts[i].inputs[1:3]))
+                   for i, ext in tile.tiles.items() if i not in out]
+        for _ in range(draws):
+            d = dict(out)
+            for i, opts in options:
+                d[i] = list(opts[rng.randrange(len(opts))])
+            if tile.fits(d):
+                out = d
+                break
+    return out

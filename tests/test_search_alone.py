@@ -1,0 +1,142 @@
+"""Search without a hand-written seed (issue 17): CPU draws favour register tiles that fit
+the target's vector registers, and before the first measurement the search ranks its
+candidates by the analytic prior, spread over the sketches.
+
+Every schedule these tests build is checked against numpy (on the interpreter)."""
+import random
+
+import numpy as np
+import pytest
+
+from explorer import Target, Workload, ops, te
+from explorer.cost_model import RandomModel, XGBCostModel
+from explorer.features import extract
+from explorer.lower import lower
+from explorer.schedule import Schedule
+from explorer.schedule.sampling import perfect_tilings
+from explorer.search import EvolutionarySearch, TuneContext
+from explorer.search.base import analytic_prior
+from explorer.space import DesignSpace
+from explorer.space.expert import expert_schedule
+from explorer.space.register_tiles import register_tiles, sample_register_tiles
+from explorer.space.validate import check_on_interp
+
+# every field given: the same lanes and registers on any host
+AVX512 = Target("llvm -mcpu=skylake-avx512 -num-cores=2", vector_bits=512)
+AVX2 = Target("llvm -mcpu=haswell -num-cores=2", vector_bits=256)
+
+
+def user_contraction():
+    """A user's own operator: a batched, scaled contraction the expert knows nothing of."""
+    A = te.placeholder((3, 24, 20), "float32", "A")
+    B = te.placeholder((20, 64), "float32", "B")
+    k = te.reduce_axis(20, "k")
+    C = te.compute((3, 24, 64), lambda b, i, j: te.sum(A[b, i, k] * B[k, j] * 0.5, axis=k),
+                   "scaled")
+    return Workload.from_te([A, B, C], lambda a, b: (a @ b) * 0.5, name="user_scaled_bmm")
+
+
+def _fits(space, sch) -> bool:
+    tiles = register_tiles(space.sketches[space.sketch_of(sch.trace)].trace, space.func,
+                           space.target)
+    return bool(tiles) and all(t.fits(sch.trace.decisions) for t in tiles)
+
+
+@pytest.mark.parametrize("target, lanes, regs", [(AVX512, 16, 32), (AVX2, 8, 16)])
+def test_register_tile_is_read_from_the_sketch_and_the_target(target, lanes, regs):
+    space = DesignSpace(ops.gemm(256, 256, 64), target)
+    for sk in space.sketches:
+        (tile,) = register_tiles(sk.trace, space.func, target)
+        assert (tile.lanes, tile.high, tile.low) == (lanes, regs, regs // 4)
+        # i3 and j3, the vectorized j innermost
+        assert [(p.var, p.kind, p.pos) for p in tile.parts] == [(0, "S", 3), (1, "S", 3)]
+        assert tile.vector_extent == 256
+        j = tile.parts[-1].inst
+        d = {tile.parts[0].inst: [1, 64, 1, 4], j: [4, 1, 1, 4 * lanes]}
+        assert tile.accumulators(d) == 16 and tile.fits(d) == (16 + 4 + 1 <= regs)
+        d[j] = [8, 1, 2, lanes // 2]                # half a vector: not a multiple of lanes
+        assert not tile.fits(d)
+        d = {tile.parts[0].inst: [256, 1, 1, 1], j: [16, 1, 1, 16]}   # too few accumulators
+        assert tile.accumulators(d) == -(-16 // lanes) and not tile.fits(d)
+
+
+def test_channel_sketch_vectorizes_the_output_channel():
+    wl = ops.conv2d(N=1, C=4, H=7, W=7, K=32, R=3, S=3, padding=1)
+    space = DesignSpace(wl, AVX512)
+    vec = set()
+    for sk in space.sketches:
+        for tile in register_tiles(sk.trace, space.func, AVX512):
+            vec.add(tile.vector_extent)
+    assert vec == {7, 32}      # the output columns (7) or, channel-last, the channel (32)
+
+
+@pytest.mark.parametrize("target", [AVX512, AVX2])
+@pytest.mark.parametrize("make", [lambda: ops.gemm(64, 128, 16), user_contraction,
+                                  lambda: ops.conv2d(N=1, C=4, H=7, W=7, K=32, R=3, S=3,
+                                                     padding=1)], ids=["gemm", "user", "conv"])
+def test_most_draws_fit_the_registers(make, target):
+    wl = make()
+    space = DesignSpace(wl, target)
+    draws = space.sample(24, seed=3)
+    fit = sum(_fits(space, s) for s in draws)
+    # uniform draws of the same tilings: how often they fit by chance
+    rng = random.Random(0)
+    chance = 0
+    for _ in range(400):
+        sk = space.sketches[rng.randrange(len(space.sketches))]
+        for tile in register_tiles(sk.trace, space.func, target):
+            d = {i: list(perfect_tilings(ext, *sk.trace.insts[i].inputs[1:3])[
+                rng.randrange(len(perfect_tilings(ext, *sk.trace.insts[i].inputs[1:3])))])
+                for i, ext in tile.tiles.items()}
+            chance += tile.fits(d)
+    assert fit / len(draws) >= 0.6 > 1.5 * chance / 400
+    for n, s in enumerate(draws[:2]):      # fitting or not, each draw computes the same
+        check_on_interp(s, wl, seed=n)
+
+
+def test_register_tile_draws_are_seeded_and_optional():
+    space = DesignSpace(ops.gemm(128, 128, 32), AVX2)
+    sk = space.sketches[0]
+    a = sample_register_tiles(sk, space.func, AVX2, seed=5)
+    assert a == sample_register_tiles(sk, space.func, AVX2, seed=5)
+    assert sample_register_tiles(sk, space.func, AVX2, seed=5, share=0.0) == {}
+    (tile,) = register_tiles(sk.trace, space.func, AVX2)
+    got = sample_register_tiles(sk, space.func, AVX2, seed=7, share=1.0)
+    assert set(got) == set(tile.tiles) and tile.fits(got)
+    assert register_tiles(sk.trace, space.func, Target("cuda")) == []
+
+
+def test_analytic_prior_prefers_the_register_tiled_program():
+    wl = ops.gemm(64, 128, 32)
+    tuned, naive = expert_schedule(wl, AVX512), Schedule(wl)
+    for s in (tuned, naive):
+        check_on_interp(s, wl)
+    scores = analytic_prior([extract(lower(s), AVX512) for s in (tuned, naive)])
+    assert scores[0] > scores[1] + 1.0      # more than e times fewer estimated cycles
+
+
+def test_untrained_model_predicts_the_prior_random_model_stays_random():
+    wl = ops.gemm(64, 64, 32)
+    space = DesignSpace(wl, AVX512)
+    scheds = space.sample(6, seed=0)
+    ctx = TuneContext(wl, AVX512, space, XGBCostModel(seed=0), None, seed=0)
+    assert ctx.uses_prior
+    want = analytic_prior([extract(lower(s), AVX512) for s in scheds])
+    assert np.allclose(ctx.predict(scheds), want)
+    rnd = TuneContext(wl, AVX512, space, RandomModel(seed=0), None, seed=0)
+    assert not rnd.uses_prior
+    assert not np.allclose(rnd.predict(scheds), want)
+
+
+def test_first_round_covers_every_sketch():
+    wl = ops.gemm(64, 128, 32)
+    space = DesignSpace(wl, AVX512)
+    ctx = TuneContext(wl, AVX512, space, XGBCostModel(seed=0), None, seed=0)
+    search = EvolutionarySearch(population=48, generations=1)
+    search.pre_tuning(ctx)
+    n = len(space.sketches)
+    got = search.generate_candidates(n)
+    groups = [space.sketch_of(s.trace) for s in got]
+    assert len(set(groups)) == n        # one per sketch (None: a trace matching none)
+    for s in got[:2]:
+        check_on_interp(s, wl)
