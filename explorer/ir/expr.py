@@ -10,7 +10,7 @@ structural equality, use :func:`equal` for the comparison node.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Union
 
 DTYPES = ("float32", "float64", "int32", "bool")
@@ -173,6 +173,28 @@ class Buffer:
     def with_(self, **changes) -> "Buffer":
         from dataclasses import replace
         return replace(self, **changes)
+
+
+def keep_hash(cls) -> type:
+    """Make ``cls`` (a frozen dataclass whose pickled state leaves out ``_`` attributes)
+    keep its hash on each node: the value the dataclass's own ``__hash__`` gives (the
+    hash of the tuple of its fields), computed once per node instead of once per call,
+    which walked the whole subtree (a function's hash keys the search's caches)."""
+    names = [f.name for f in fields(cls) if (f.compare if f.hash is None else f.hash)]
+    src = ("def __hash__(self):\n"
+           "    h = getattr(self, '_hash', None)\n"
+           "    if h is None:\n"
+           f"        h = hash(({''.join(f'self.{n}, ' for n in names)}))\n"
+           "        object.__setattr__(self, '_hash', h)\n"
+           "    return h\n")
+    space: dict = {}
+    exec(src, space)   # as dataclasses writes its own methods: the fields spelled out
+    cls.__hash__ = space["__hash__"]
+    return cls
+
+
+for _cls in (IntImm, FloatImm, BinaryOp, Not, Cast, Call, Select, BufferLoad):
+    keep_hash(_cls)
 
 
 MATH_OPS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid")

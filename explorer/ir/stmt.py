@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .expr import Buffer, Expr, Var, const
+from .expr import Buffer, Expr, Var, const, keep_hash
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread")
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -176,5 +176,8 @@ def seq(stmts) -> Stmt:
         return flat[0]
     return SeqStmt(tuple(flat))
 
+
+for _cls in (BufferStore, Block, BlockRealize, For, SeqStmt, IfThenElse, Allocate, PrimFunc):
+    keep_hash(_cls)
 
 TRUE = const(True)
