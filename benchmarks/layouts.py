@@ -63,7 +63,7 @@ def space(wl, target, packed: bool) -> DesignSpace:
     if packed:
         at = next((i + 1 for i, r in enumerate(rules) if isinstance(r, MultiLevelTiling)),
                   len(rules))
-        rules.insert(at, PackLayout())
+        rules.insert(at, PackLayout(min_bytes=0))   # every size: the rule's effect measured
     return DesignSpace(wl, target, rules=rules)
 
 

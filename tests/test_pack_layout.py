@@ -182,13 +182,14 @@ def test_trace_json_checks_the_factors():
 
 # ------------------------------------------------------------ the rule
 
-def space(wl, target=CPU) -> DesignSpace:
+def space(wl, target=CPU, rule=None) -> DesignSpace:
     """The default space with PackLayout right after multi-level tiling (whether or not
-    the defaults hold it already)."""
+    the defaults hold it already), by default for operands of any size."""
     sp = DesignSpace(wl, target)
     rules = [r for r in sp.rules if not isinstance(r, PackLayout)]
     at = next(i + 1 for i, r in enumerate(rules) if isinstance(r, MultiLevelTiling))
-    return DesignSpace(wl, target, rules=rules[:at] + [PackLayout()] + rules[at:])
+    rule = PackLayout(min_bytes=0) if rule is None else rule
+    return DesignSpace(wl, target, rules=rules[:at] + [rule] + rules[at:])
 
 
 def blocked(trace) -> list:
@@ -289,3 +290,14 @@ def test_show_says_the_packing_copy_is_timed_inside_the_kernel(tmp_path, capsys)
     db.commit_record(TuningRecord(wl.key, "llvm", plain.trace.as_json(), (1e-5,), trial=1))
     assert cli.main(["show", "--db", str(tmp_path / "db")]) == 0
     assert "packed layout" not in capsys.readouterr().out     # the best is not packed
+
+
+def test_rule_applies_where_the_copied_operand_does_not_fit_in_l2():
+    wl = ops.gemm(32, 64, 16)                                  # B: 4 KiB
+    assert not any(blocked(s.trace) for s in space(wl, rule=PackLayout()).sketches)
+    small_l2 = Target("llvm -num-cores=2", l2_bytes=2048)
+    assert any(blocked(s.trace) for s in space(wl, small_l2, PackLayout()).sketches)
+    assert not any(blocked(s.trace)
+                   for s in space(wl, small_l2, PackLayout(min_bytes=4096)).sketches)
+    with pytest.raises(ExplorerError, match=r"min_bytes must be an int >= 0"):
+        PackLayout(min_bytes=-1)

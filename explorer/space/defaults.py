@@ -7,8 +7,8 @@ from .mutators import (MutateComputeLocation, MutateParallel, MutateThreadBindin
 from .postprocs import (RewriteCooperativeFetch, RewriteParallelVectorizeUnroll,
                         RewriteReductionBlock, RewriteUnboundBlock, VerifyGPUCode)
 from .rules import (AddRFactor, AutoBind, AutoInline, CrossThreadReduction, MemoryBoundTiling,
-                    MultiLevelTiling, ParallelizeVectorizeUnroll, RandomComputeLocation,
-                    ReuseConfig)
+                    MultiLevelTiling, PackLayout, ParallelizeVectorizeUnroll,
+                    RandomComputeLocation, ReuseConfig)
 
 GPU_TILE_BINDS = ("blockIdx.x", "vthread.x", "threadIdx.x")
 
@@ -58,6 +58,7 @@ def default_rules(target) -> list:
             MemoryBoundTiling(),   # before AddRFactor: blocks it schedules are not rfactored again
             AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
             cpu_multi_level_tiling(),
+            PackLayout(),   # the packed copy blocked by the register tile, where beyond L2
             ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,
                                        unroll_max_steps=(0, 16, 64, 512), unroll_explicit=True),
             RandomComputeLocation()]

@@ -23,11 +23,19 @@ The tiling's inner factor is sampled among divisors up to ``max_innermost_factor
 on the CPU a full register row is a multiple of the target's vector lanes, the
 width the expert schedules pick (``explorer.space.expert``).
 
+The rule applies where it is decisive: the parameter copied is larger than the
+target's L2 cache (``min_bytes``); one that fits is read from cache whatever its
+layout, and smaller functions keep the default space unchanged.
+
 The cost of the layout change is counted: the copy that packs runs inside the
 kernel, once per task of the tile it is computed at, and its time is in every
 measurement of a candidate (nothing is packed ahead, at load time).
 """
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from ...errors import ScheduleError, SpaceError
 from ...ir.expr import BufferLoad
@@ -44,10 +52,24 @@ class PackLayout(ScheduleRule):
     blocked by the vectorized loop's tile factor (``"may"``); ``req="must"`` keeps only
     the blocked one."""
 
-    def __init__(self, req: str = "may"):
+    def __init__(self, req: str = "may", min_bytes: int | None = None):
         if req not in ("may", "must"):
             raise SpaceError(f"PackLayout: req must be 'may' or 'must', not {req!r}")
+        if min_bytes is not None and (not isinstance(min_bytes, int) or min_bytes < 0):
+            raise SpaceError(f"PackLayout: min_bytes must be an int >= 0 or None (the "
+                             f"target's L2 size), not {min_bytes!r}")
         self.req = req
+        self.min_bytes = min_bytes
+
+    def decisive(self, operand) -> bool:
+        """Is the copied parameter larger than ``min_bytes`` (default: the target's L2)?
+        One that fits in L2 is read from cache whatever its layout (gemm 512: 1 MB of B,
+        packed and unpacked panels within noise on one AVX-512 core; gemm 1024, 4 MB:
+        panels 2-4 register tiles wide 13-15% faster packed)."""
+        limit = self.min_bytes
+        if limit is None:
+            limit = getattr(self.target, "l2_bytes", 0) or 1024 * 1024
+        return math.prod(operand.shape) * np.dtype(operand.dtype).itemsize > limit
 
     def apply(self, sch, block) -> list:
         target = self.target
@@ -56,9 +78,9 @@ class PackLayout(ScheduleRule):
         found = pack_plan(sch.func, sch.get(block))
         if found is None:
             return [sch]
-        index, buf, loop = found
+        index, buf, loop, operand = found
         factor = inner_factor(sch, loop)
-        if factor is None:
+        if factor is None or not self.decisive(operand):
             return [sch]
         packed = sch.copy()
         ndim = buf.ndim
@@ -85,7 +107,7 @@ def inner_factor(sch, loop: str):
 
 
 def pack_plan(func, block: str):
-    """(read index, buffer, innermost loop name) of the copy of a parameter that ``block``
+    """(read index, buffer, innermost loop name, parameter copied) of the copy of a parameter that ``block``
     reads at the iteration variable of its innermost loop in the last dimension (and
     nowhere else), when the block is tiled; None otherwise. A copy already blocked
     (``j % v``) does not match."""
@@ -106,17 +128,20 @@ def pack_plan(func, block: str):
         if len(idxs) != 1:
             continue
         idx = idxs[0]
-        if (getattr(idx[-1], "name", None) == var and _is_copy(func, buf)
+        operand = _copied(func, buf)
+        if (getattr(idx[-1], "name", None) == var and operand is not None
                 and not any(var in expr_vars(e) for e in idx[:-1])):
-            return index, buf, loops[-1].var.name
+            return index, buf, loops[-1].var.name, operand
     return None
 
 
-def _is_copy(func, buf) -> bool:
-    """``buf`` is written by one block that copies a parameter (a cache_read), not computed
-    (a padding stage: its windows overlap, blocking them would break the vector loads)."""
+def _copied(func, buf):
+    """The parameter ``buf`` copies when one block writes it with a plain load of one (a
+    cache_read), else None (a padding stage: its windows overlap, blocking them would break
+    the vector loads)."""
     names = writers(func, buf.name)
     if len(names) != 1:
-        return False
+        return None
     value = find_block(func, names[0])[0].block.body.value
-    return isinstance(value, BufferLoad) and value.buffer in func.params
+    ok = isinstance(value, BufferLoad) and value.buffer in func.params
+    return value.buffer if ok else None
