@@ -271,7 +271,7 @@ class Tuner:
             tuning_seconds=time.perf_counter() - self._start, trace=b.trace if b else None,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
             rounds=self.rounds, cutoff=st.cutoff,
-            pretrained=self.warm_start.source if self.warm_start else None,
+            pretrained=(getattr(self.cost_model, "warm_started", None) or {}).get("path"),
             retimed=[{"trial": t, "seconds_before": a, "seconds_after": c}
                      for t, a, c in st.retimed])
         self.events.emit(TuningFinished(wl.key, result.trials, result.measured, result.failed,
