@@ -5,7 +5,9 @@ pairwise rank objective by default) and ``RandomModel`` (the baseline) share
 the ``CostModel`` interface: ``update(features_list, costs, groups=None)``,
 ``predict(features_list)``, ``save(path)``, ``load(path)``.
 ``load_cost_model(path)`` loads whichever kind was saved. ``metrics`` holds
-the per-round measures of the tuner's learning curve.
+the per-round measures of the tuner's learning curve. ``pretrained``: the
+models shipped per target family (``data/pretrained``) that a tuning run of a
+new workload starts from (``target_family``, ``warm_start``).
 """
 from __future__ import annotations
 
