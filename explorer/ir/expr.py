@@ -202,7 +202,17 @@ MATH_OPS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid")
 ExprLike = Union[Expr, int, float, bool]
 
 
+_INT32: dict = {}   # int32 constants, shared (immutable; the analyses kept on them too)
+
+
 def const(value, dtype: str | None = None) -> Expr:
+    if type(value) is int and (dtype is None or dtype == "int32"):
+        out = _INT32.get(value)
+        if out is None:
+            out = IntImm(value, "int32")
+            if len(_INT32) < 4096:
+                _INT32[value] = out
+        return out
     if isinstance(value, bool):
         return IntImm(int(value), "bool")
     if dtype is None:
