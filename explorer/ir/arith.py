@@ -359,29 +359,32 @@ def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
 def _sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     terms, c = _lin(simplify(e, None), None)
     # the linear forms of c + sum(bound * coeff), summed as _lin sums that Add chain
-    lo: tuple = ({}, c)
-    hi: tuple = ({}, c)
+    lo: dict = {}
+    hi: dict = {}
+    clo = chi = c
     for atom, coeff in terms.items():
         alo, ahi = _atom_bounds(atom, ranged)
         if coeff < 0:
             alo, ahi = ahi, alo
-        lo = _add_scaled(lo, _lin(alo, None), coeff)
-        hi = _add_scaled(hi, _lin(ahi, None), coeff)
-    return _from_lin(*lo), _from_lin(*hi)
+        clo += _add_scaled(lo, _lin(alo, None), coeff)
+        chi += _add_scaled(hi, _lin(ahi, None), coeff)
+    return _from_lin(lo, clo), _from_lin(hi, chi)
 
 
-def _add_scaled(acc: tuple, lin: tuple, coeff: int) -> tuple:
-    """``_lin(Add(a, Mul(b, const(coeff))))`` from ``_lin(a)`` and ``_lin(b)``."""
-    ta, ca = acc
+def _add_scaled(acc: dict, lin: tuple, coeff: int) -> int:
+    """Turn ``acc`` (terms) into those of ``_lin(Add(a, Mul(b, const(coeff))))`` from
+    ``_lin(a)`` and ``_lin(b)``, in place (a term that cancels goes, and comes back
+    last, as there); returns what it adds to the constant."""
     tb, cb = lin
-    if not tb:
-        scaled = {}
-    else:
-        scaled = {k: v * coeff for k, v in tb.items() if v * coeff != 0}
-    out = dict(ta)
-    for k, v in scaled.items():
-        out[k] = out.get(k, 0) + v
-    return {k: v for k, v in out.items() if v != 0}, ca + cb * coeff
+    for k, v in tb.items():
+        v *= coeff
+        if v:
+            v += acc.get(k, 0)
+            if v:
+                acc[k] = v
+            else:
+                del acc[k]
+    return cb * coeff
 
 
 def _atom_bounds(atom: Expr, ranged: dict) -> tuple[Expr, Expr]:
