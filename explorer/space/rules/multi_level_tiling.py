@@ -19,7 +19,10 @@ vector length is sampled, and the output accumulates in local memory at level 3.
 A draw of a GPU design space fills in these tiles' decisions within the target's limits
 (``GPUTilingLimits.sample``: threads per block from a warp to the maximum, virtual
 threads, shared memory, registers), so that most draws pass ``VerifyGPUCode``; the trace
-keeps the same sampling instructions.
+keeps the same sampling instructions. On the CPU most draws (``register_tiles.FIT_SHARE``)
+are conditioned on a register tile (the innermost spatial level) whose accumulators fit
+the target's vector registers, the vectorized factor a multiple of its lanes
+(``explorer.space.register_tiles``); the rest are uniform, so every tiling stays reachable.
 """
 from __future__ import annotations
 
