@@ -35,9 +35,11 @@ beats a faster one timed in a slow second.
 """
 from __future__ import annotations
 
+import gc
 import math
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 
 from .target import as_target
@@ -67,9 +69,29 @@ class TuneResult:
     retimed: list = field(default_factory=list)   # the top candidates timed again at the end
     emulated: bool = False     # run on the host emulator: no seconds, no GFLOP/s
     pretrained: str | None = None   # the pre-trained cost model it started from
+    phase_seconds: dict = field(default_factory=dict)   # wall seconds by phase (PhaseClock)
 
     def as_json(self) -> dict:
         return asdict(self)
+
+
+class PhaseClock:
+    """Wall seconds of a run by phase: ``setup`` (resume, warm start, workers), ``search``
+    (the strategy: sampling, mutation, replay, postprocessing, features and predictions
+    of the population), ``measure`` (building and timing on the workers), ``train`` (the
+    cost model's updates), ``retime``; ``other`` is what is left (records, events; under
+    a task scheduler, the other tasks' turns too)."""
+
+    def __init__(self):
+        self.seconds: dict = {}
+
+    @contextmanager
+    def __call__(self, phase: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
 
 
 @dataclass
@@ -198,6 +220,7 @@ class Tuner:
     def begin(self) -> None:
         """Emit TuningStarted, resume from the database, start the measurer."""
         self._start = time.perf_counter()
+        self.clock = PhaseClock()
         wl, tgt = self.workload, str(self.target)
         self.events.emit(TuningStarted(wl.key, tgt, self.trials, self.strategy.name, self.seed))
         done = self._resume()
@@ -209,8 +232,12 @@ class Tuner:
         self.history: list = []
         self.rounds: list = []
         self.strategy.pre_tuning(self.context)
+        # what setup built lives for the whole run: the cycle collector's full passes
+        # (a few a round) skip it from now on (gc.unfreeze in finish)
+        gc.freeze()
         self._own_measurer = self._measurer is None
         self.measurer = self._measurer or self._make_measurer()
+        self.clock.seconds["setup"] = time.perf_counter() - self._start
 
     def _warm_start(self) -> None:
         """An XGBoost model not trained yet (no records of this workload, or too few)
@@ -241,7 +268,8 @@ class Tuner:
         st = self.state
         n = min(self.batch_size, self.trials - st.trial, limit or self.batch_size)
         self.events.emit(RoundStarted(self.workload.key, st.round, n))
-        cands = self.strategy.generate_candidates(n)
+        with self.clock("search"):
+            cands = self.strategy.generate_candidates(n)
         if not cands:
             st.exhausted = True
             return 0
@@ -262,13 +290,17 @@ class Tuner:
         self.strategy.post_tuning()
         b = st.best
         timed = b is not None and not self.emulate
+        total = time.perf_counter() - self._start
+        phases = {k: round(v, 3) for k, v in self.clock.seconds.items()}
+        phases["other"] = round(total - sum(self.clock.seconds.values()), 3)
+        gc.unfreeze()
         result = TuneResult(
             workload={"op": wl.name, "params": dict(wl.params), "dtype": wl.dtype,
                       "key": wl.key},
             target=str(self.target), trials=st.trial, measured=st.measured,
             failed=st.failed, best_seconds=b.seconds if timed else None,
             best_gflops=wl.flops / b.seconds / 1e9 if timed else None, emulated=self.emulate,
-            tuning_seconds=time.perf_counter() - self._start, trace=b.trace if b else None,
+            tuning_seconds=total, trace=b.trace if b else None, phase_seconds=phases,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
             rounds=self.rounds, cutoff=st.cutoff,
             pretrained=(getattr(self.cost_model, "warm_started", None) or {}).get("path"),
@@ -284,6 +316,11 @@ class Tuner:
         rounds of one timing each, interleaved (each run checked against numpy
         again), add the run times to their records (and the database) and pick the
         best anew. Returns [(trial, seconds before, seconds after), ...]."""
+        with self.clock("retime"):
+            return self._retime()
+
+    def _retime(self) -> list:
+        """``retime``'s work."""
         st = self.state
         top = sorted(st.ok, key=lambda r: r.seconds)[:self.retime_top]
         if len(top) < 2 or not self.retime_rounds or self.emulate:
@@ -341,10 +378,12 @@ class Tuner:
     def _round(self, rnd: int, cands: list, measurer, state: TunerState,
                history: list) -> dict:
         wl, tgt = self.workload, str(self.target)
-        feats = self.context.features(cands) if self.cost_model is not None else None
-        preds = (list(self.cost_model.predict(feats)) if self.cost_model is not None
-                 else [None] * len(cands))
-        results = measurer.measure([measurer.input(s) for s in cands])
+        with self.clock("search"):
+            feats = self.context.features(cands) if self.cost_model is not None else None
+            preds = (list(self.cost_model.predict(feats)) if self.cost_model is not None
+                     else [None] * len(cands))
+        with self.clock("measure"):
+            results = measurer.measure([measurer.input(s) for s in cands])
         costs = []
         improved = False
         for sch, res, pred in zip(cands, results, preds):
@@ -383,10 +422,12 @@ class Tuner:
         state.stale = 0 if improved else state.stale + 1
         metrics = _model_metrics(preds, costs)
         if self.cost_model is not None:
-            feats = _training_features(self.context, cands, feats,
-                                       [r.resources for r in results])
-            self.cost_model.update(feats, costs, groups=wl.key)
-        self.strategy.notify_results(cands, costs)
+            with self.clock("train"):
+                feats = _training_features(self.context, cands, feats,
+                                           [r.resources for r in results])
+                self.cost_model.update(feats, costs, groups=wl.key)
+        with self.clock("search"):
+            self.strategy.notify_results(cands, costs)
         self.events.emit(ModelUpdated(wl.key, rnd, len(self.database.records(wl, tgt))
                                       if self.database is not None else state.trial,
                                       metrics["rank_accuracy"], metrics["top_k_recall"],

@@ -46,6 +46,11 @@ def test_tune_events_database_and_checked_records(tmp_path):
     assert kinds.count(CandidateMeasured) == 12 and NewBest in kinds
     assert res.trials == 12 and res.measured == 12 and res.best_gflops > 0
     assert len(res.history) == 12 and res.history == sorted(res.history)
+    # where the time went: every phase ran, and the phases add up to the run
+    phases = res.phase_seconds
+    assert {"setup", "search", "measure", "train", "retime", "other"} <= phases.keys()
+    assert all(v >= 0 for k, v in phases.items() if k != "other")
+    assert sum(phases.values()) == pytest.approx(res.tuning_seconds, abs=0.01)
     db = Database(tmp_path / "db")
     recs = _check_records(db, wl, str(t.target))
     assert len(recs) == 12
