@@ -26,7 +26,8 @@ repeats (the least disturbed by other load on a shared machine) and the median.
 
 ``--round`` also times one whole ``EvolutionarySearch.generate_candidates`` (the
 default population and generations, a trained model) and counts its
-``DesignSpace.apply`` calls.
+``DesignSpace.apply`` calls. Each process calls ``gc.freeze()`` once the space is built,
+as the Tuner does once set up (``--no-freeze``: it does not).
 
 Measured (issue 17, 2-core Zen 5 shared with other jobs, ``-n 24``, minimum of two
 interleaved runs, CPU ms per candidate, before = commit c926cc3, after = the
@@ -81,7 +82,7 @@ def _children(space, n: int, seed: int) -> tuple:
     return parents, kids
 
 
-def measure_once(name: str, n: int, seed: int, do_round: bool) -> dict:
+def measure_once(name: str, n: int, seed: int, do_round: bool, freeze: bool = True) -> dict:
     """Per-candidate milliseconds of each stage for workload ``name`` (this process)."""
     import numpy as np
     from explorer.cost_model import XGBCostModel
@@ -93,6 +94,9 @@ def measure_once(name: str, n: int, seed: int, do_round: bool) -> dict:
     wl = workload(name)
     space = DesignSpace(wl, "llvm")
     space.sketches  # noqa: B018 - built once per tuning run, not per candidate
+    if freeze:      # as the Tuner does once set up: the collector's full passes skip it
+        import gc
+        gc.freeze()
     out: dict = {}
     t = _clock()
     space.sample(n, seed=seed + 1)
@@ -155,12 +159,15 @@ def _round(space, wl, model, seed: int) -> dict:
     return {"round_s": secs, "round_applies": calls[0]}
 
 
-def _child(name: str, n: int, seed: int, do_round: bool, no_gc: bool = False) -> dict:
+def _child(name: str, n: int, seed: int, do_round: bool, no_gc: bool = False,
+           no_freeze: bool = False) -> dict:
     cmd = [sys.executable, __file__, "--once", name, "-n", str(n), "--seed", str(seed)]
     if do_round:
         cmd.append("--round")
     if no_gc:
         cmd.append("--no-gc")
+    if no_freeze:
+        cmd.append("--no-freeze")
     done = subprocess.run(cmd, capture_output=True, text=True, check=True,
                           env=dict(os.environ, PYTHONHASHSEED="0"))
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -197,6 +204,9 @@ def main() -> None:
     p.add_argument("--no-gc", action="store_true",
                    help="disable Python's cycle collector (the code's own cost, without the "
                         "collector's passes over everything the process holds)")
+    p.add_argument("--no-freeze", action="store_true",
+                   help="do not gc.freeze() after setup (the Tuner does: the collector's "
+                        "full passes then skip the modules, the space and its sketches)")
     p.add_argument("--json", default=None)
     p.add_argument("--once", default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -204,15 +214,16 @@ def main() -> None:
         if a.no_gc:
             import gc
             gc.disable()
-        print(json.dumps(measure_once(a.once, a.n, a.seed, a.round)))
+        print(json.dumps(measure_once(a.once, a.n, a.seed, a.round, not a.no_freeze)))
         return
     from explorer import Target
     print(f"CPU: {Target('llvm').describe()}; n={a.n} seed={a.seed} repeat={a.repeat}"
-          f"{' (cycle collector off)' if a.no_gc else ''}", flush=True)
+          f"{' (cycle collector off)' if a.no_gc else ''}"
+          f"{' (no gc.freeze)' if a.no_freeze else ''}", flush=True)
     results: dict = {w: [] for w in a.workloads}
     for rep in range(a.repeat):          # interleaved: each repeat visits every workload
         for w in a.workloads:
-            results[w].append(_child(w, a.n, a.seed, a.round, a.no_gc))
+            results[w].append(_child(w, a.n, a.seed, a.round, a.no_gc, a.no_freeze))
             print(f"repeat {rep + 1}/{a.repeat} {w} done", file=sys.stderr, flush=True)
     print(table(results))
     if a.json:

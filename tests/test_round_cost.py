@@ -159,3 +159,101 @@ def test_round_cost_prints_every_stage():
     row = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(row) >= {"sample", "replay", "postproc", "apply", "lower", "features", "predict"}
     assert all(v > 0 and np.isfinite(v) for v in row.values())
+
+
+def test_a_candidate_leaves_no_reference_cycles():
+    """Sampling, mutating, replaying, lowering and extracting features leave nothing for
+    the cycle collector: a candidate's nodes (and the analyses kept on them) are freed by
+    reference counting as soon as it is dropped."""
+    import gc
+    from explorer.features import extract
+    from explorer.lower import lower
+    spaces = _spaces()
+    for sp in spaces:
+        sp.sketches          # noqa: B018 - built once, kept
+    gc.collect()
+    gc.disable()
+    try:
+        for sp in spaces:
+            parents = sp.sample(3, seed=5)
+            rng = random.Random(1)
+            for p in parents:
+                got = sp.mutate_valid(p.trace, rng)
+                for sch in [p] + ([got[1]] if got else []):
+                    extract(lower(sch), TARGET)
+            del parents, got, sch
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+def _exprs(func):
+    from explorer.ir.functor import walk_expr
+    for node in iter_nodes(func.body):
+        for value in vars(node).values():
+            for e in (value if isinstance(value, tuple) else (value,)):
+                if hasattr(e, "dtype") and not hasattr(e, "shape"):
+                    yield from walk_expr(e)
+
+
+def test_kept_linear_forms_and_hashes_equal_recomputing_them(samples):
+    """simplify's results carry their linear form, and nodes keep their hash: both equal
+    what computing them again gives (the form's term order too: it decides the order of
+    the terms in every expression built from it)."""
+    import dataclasses
+    from explorer.ir import arith
+    from explorer.lower import lower
+
+    def fresh_hash(x):
+        if isinstance(x, tuple):
+            return hash(tuple(_Hashed(fresh_hash(e)) for e in x))
+        if dataclasses.is_dataclass(x) and "_hash" in vars(x):
+            return hash(tuple(_Hashed(fresh_hash(getattr(x, f.name)))
+                              for f in dataclasses.fields(x) if f.compare))
+        return hash(x)
+    kept = 0
+    for _, schs in samples:
+        for sch in schs:
+            low = lower(sch)
+            for func in (sch.func, low):
+                assert hash(func) == fresh_hash(func)
+                for e in _exprs(func):
+                    form = vars(e).get("_lin")
+                    if form is not None:
+                        kept += 1
+                        again = arith._lin_of(e, None)
+                        assert list(form[0].items()) == list(again[0].items())
+                        assert form[1] == again[1]
+    assert kept > 50
+
+
+class _Hashed:
+    """Stands for a value whose hash is already known (tuple hashing combines them)."""
+
+    def __init__(self, h):
+        self.h = h
+
+    def __hash__(self):
+        return self.h
+
+
+def test_map_realizes_rebuilds_what_transform_stmt_rebuilds(samples):
+    from explorer.ir.functor import REMOVE, transform_stmt
+    from explorer.schedule.tree import map_realizes
+    for _, schs in samples:
+        for sch in schs:
+            body = sch.func.body
+            names = index_of(sch.func).order
+            for drop in [None] + names:
+                def fn(r, drop=drop):
+                    if r.block.name == drop:
+                        return REMOVE
+                    return r.with_(predicate=r.predicate) if r.block.name == names[0] else None
+                want = transform_stmt(body, lambda s: fn(s) if isinstance(s, BlockRealize)
+                                      else None)
+                got = map_realizes(body, fn)
+                assert got == want
+                if drop is None and len(names) > 1:
+                    # the realizes fn kept are the same objects
+                    kept = {id(n) for n in iter_nodes(got)}
+                    assert id(index_of(sch.func).blocks[names[-1]][0]) in kept
