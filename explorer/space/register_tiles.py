@@ -65,7 +65,7 @@ class RegisterTile:
                  vector_extent: int):
         self.name, self.parts, self.tiles = name, parts, tiles
         self.lanes, self.low, self.high = lanes, low, high
-        self.vector_extent = vector_extent   # extent of the vectorized variable
+        self.vector_extent = vector_extent   # extent the vectorized loop's tiling tiles
 
     def accumulators(self, decisions: dict) -> int:
         *outer, vec = self.parts
@@ -86,67 +86,87 @@ def register_tiles(trace, func, target) -> list:
     """The ``RegisterTile`` of every multi-level tiled block of ``trace`` (a sketch) whose
     tiling the trace shows: get_loops, sample_perfect_tile, split and reorder on the
     block's own loops, the innermost loop spatial."""
-    lanes_bits = getattr(target, "vector_bits", 0) or 0
+    bits = getattr(target, "vector_bits", 0) or 0
     regs = getattr(target, "vector_registers", 0) or 0
-    if target is None or target.is_gpu or lanes_bits <= 0 or regs < 4:
+    if target is None or target.is_gpu or bits <= 0 or regs < 4:
         return []
-    blocks: dict = {}        # BlockRV -> block name
-    tiled: dict = {}         # block name -> {"vars": [...], ...}
-    loop_part: dict = {}     # LoopRV -> (block name, _Part)
-    factor_of: dict = {}     # ExprRV -> (inst, pos)
-    extent_of: dict = {}     # sample_perfect_tile inst -> extent
-    last_order: dict = {}    # block name -> [parts] of its last reorder
+    seen = _Follower(func)
     for idx, ins in enumerate(trace.insts):
-        k, inp, out = ins.kind, ins.inputs, ins.outputs
-        if k == "get_block":
-            blocks[out[0]] = inp[0]
-        elif k == "annotate" and inp[1] == A.TILING_STRUCTURE and inp[0] in blocks:
-            name = blocks[inp[0]]
-            try:
-                tiled[name] = {"block": find_block(func, name)[0].block, "seen": False}
-            except ExplorerError:
-                continue
-        elif k == "get_loops" and blocks.get(inp[0]) in tiled:
-            name = blocks[inp[0]]
-            info = tiled[name]
-            ivs = info["block"].iter_vars
-            if info["seen"] or len(out) != len(ivs):
-                continue                      # a later get_loops, after the tiling
-            info["seen"] = True
-            for n, (lp, iv) in enumerate(zip(out, ivs)):
-                loop_part[lp] = (name, _Part(n, iv.kind, None, 0, iv.extent))
-        elif k == "sample_perfect_tile" and inp[0] in loop_part:
-            for pos, v in enumerate(out):
-                factor_of[v] = (idx, pos)
-            extent_of[idx] = loop_part[inp[0]][1].extent
-        elif k == "split" and inp[0] in loop_part:
-            name, whole = loop_part[inp[0]]
-            if len(out) == 1 and len(inp[1]) == 1 and isinstance(inp[1][0], int):
-                # a padded extent (MultiLevelTiling.padded_extent), tiled next
-                loop_part[out[0]] = (name, _Part(whole.var, whole.kind, None, 0, inp[1][0]))
-                continue
-            facs = [factor_of.get(f) for f in inp[1]]
-            if any(f is None for f in facs):
-                continue
-            for lp, (i, pos) in zip(out, facs):
-                loop_part[lp] = (name, _Part(whole.var, whole.kind, i, pos, 0))
-        elif k == "reorder" and inp and all(lp in loop_part for lp in inp):
-            names = {loop_part[lp][0] for lp in inp}
-            if len(names) == 1:
-                last_order[names.pop()] = [loop_part[lp][1] for lp in inp]
+        step = getattr(seen, ins.kind, None)
+        if step is not None:
+            step(idx, ins.inputs, ins.outputs)
     out = []
-    for name, order in last_order.items():
+    for name, order in seen.last_order.items():
         r = max((n for n, p in enumerate(order) if p.kind != "S"), default=-1)
         parts = order[r + 1:]
-        if not parts or parts[-1].kind != "S" or all(p.inst is None for p in parts):
+        if not parts or parts[-1].kind != "S" or parts[-1].inst is None:
             continue
-        block = tiled[name]["block"]
-        lanes = max(1, lanes_bits // (8 * _BYTES.get(block.body.buffer.dtype, 4)))
-        tiles = {p.inst: extent_of[p.inst] for p in order if p.inst is not None}
-        vec_extent = block.iter_vars[parts[-1].var].extent
+        block = seen.tiled[name]
+        lanes = max(1, bits // (8 * _BYTES.get(block.body.buffer.dtype, 4)))
+        tiles = {p.inst: seen.extent_of[p.inst] for p in order if p.inst is not None}
         out.append(RegisterTile(name, parts, tiles, lanes, max(1, regs // 4), regs,
-                                vec_extent))
+                                tiles[parts[-1].inst]))
     return out
+
+
+class _Follower:
+    """Follows the instructions of a trace that tile a block (one method per kind)."""
+
+    def __init__(self, func):
+        self.func = func
+        self.blocks: dict = {}      # BlockRV -> block name
+        self.tiled: dict = {}       # block name -> Block, for blocks with a tiling structure
+        self.done: set = set()      # blocks whose loops were taken (later get_loops ignored)
+        self.loop_part: dict = {}   # LoopRV -> (block name, _Part)
+        self.factor_of: dict = {}   # ExprRV -> (sample_perfect_tile index, position)
+        self.extent_of: dict = {}   # sample_perfect_tile index -> extent it tiles
+        self.last_order: dict = {}  # block name -> [_Part] of its last reorder
+
+    def get_block(self, idx, inp, out):
+        self.blocks[out[0]] = inp[0]
+
+    def annotate(self, idx, inp, out):
+        if inp[1] == A.TILING_STRUCTURE and inp[0] in self.blocks:
+            name = self.blocks[inp[0]]
+            try:
+                self.tiled[name] = find_block(self.func, name)[0].block
+            except ExplorerError:
+                pass
+
+    def get_loops(self, idx, inp, out):
+        name = self.blocks.get(inp[0])
+        if name not in self.tiled or name in self.done:
+            return
+        ivs = self.tiled[name].iter_vars
+        self.done.add(name)
+        if len(out) == len(ivs):
+            for n, (lp, iv) in enumerate(zip(out, ivs)):
+                self.loop_part[lp] = (name, _Part(n, iv.kind, None, 0, iv.extent))
+
+    def sample_perfect_tile(self, idx, inp, out):
+        if inp[0] in self.loop_part:
+            for pos, v in enumerate(out):
+                self.factor_of[v] = (idx, pos)
+            self.extent_of[idx] = self.loop_part[inp[0]][1].extent
+
+    def split(self, idx, inp, out):
+        if inp[0] not in self.loop_part:
+            return
+        name, whole = self.loop_part[inp[0]]
+        if len(out) == 1 and len(inp[1]) == 1 and isinstance(inp[1][0], int):
+            # a padded extent (MultiLevelTiling.padded_extent), tiled next
+            self.loop_part[out[0]] = (name, _Part(whole.var, whole.kind, None, 0, inp[1][0]))
+            return
+        facs = [self.factor_of.get(f) for f in inp[1]]
+        if all(f is not None for f in facs):
+            for lp, (i, pos) in zip(out, facs):
+                self.loop_part[lp] = (name, _Part(whole.var, whole.kind, i, pos, 0))
+
+    def reorder(self, idx, inp, out):
+        if inp and all(lp in self.loop_part for lp in inp):
+            names = {self.loop_part[lp][0] for lp in inp}
+            if len(names) == 1:
+                self.last_order[names.pop()] = [self.loop_part[lp][1] for lp in inp]
 
 
 def sample_register_tiles(sketch, func, target, seed: int, draws: int = DRAWS,
