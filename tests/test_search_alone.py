@@ -140,3 +140,13 @@ def test_first_round_covers_every_sketch():
     assert len(set(groups)) == n        # one per sketch (None: a trace matching none)
     for s in got[:2]:
         check_on_interp(s, wl)
+
+
+def test_padded_loop_is_tiled_over_its_padded_extent():
+    wl = ops.gemm(32, 211, 16)         # 211 is prime: MultiLevelTiling pads it to 224
+    space = DesignSpace(wl, AVX512)
+    tiles = [t for sk in space.sketches for t in register_tiles(sk.trace, space.func, AVX512)]
+    # the columns padded to 224, or (the channel sketch: 211 fills no vectors) the rows
+    assert tiles and {t.vector_extent for t in tiles} == {224, 32}
+    sch = space.sample(1, seed=2)[0]
+    check_on_interp(sch, wl)
