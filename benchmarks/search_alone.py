@@ -9,6 +9,7 @@ then times both best kernels with numpy and PyTorch in interleaved rounds
 
     python3 benchmarks/search_alone.py                       # gemm-1024 and C2
     python3 benchmarks/search_alone.py --cases gemm-1024 C2 C6 qkv_out_proj --json out.json
+    python3 benchmarks/search_alone.py --cases gemm-1024 --before   # + the search as it was
 
 Cases: ``gemm-1024`` (gemm 1024^3), the ResNet-18 layers ``C1``..``C12`` and the
 BERT-base GEMMs (``qkv_out_proj``, ``ffn_up``, ``ffn_down``, ...) of the shipped
@@ -33,7 +34,7 @@ from explorer import ops  # noqa: E402
 from explorer.cli import bench  # noqa: E402
 from explorer.errors import ExplorerError  # noqa: E402
 from explorer.schedule import Trace  # noqa: E402
-from explorer.space import DesignSpace  # noqa: E402
+from explorer.space import DesignSpace, register_tiles  # noqa: E402
 from explorer.suites import suite_tasks  # noqa: E402
 from explorer.target import Target  # noqa: E402
 from explorer.tune import Tuner  # noqa: E402
@@ -52,9 +53,19 @@ def workload(name: str):
                         f"({', '.join(t['name'] for t in suite_tasks('bert_base'))})")
 
 
-def tune(wl, target, trials: int, seed: int, seeded: bool) -> dict:
+def tune(wl, target, trials: int, seed: int, seeded: bool, before: bool = False) -> dict:
+    """One tuning run; ``before``: alone as before issue 17's changes (uniform tilings,
+    a random first round)."""
     t0 = time.perf_counter()
-    res = Tuner(wl, target, trials=trials, seed=seed, seed_expert=seeded).run()
+    share = register_tiles.FIT_SHARE
+    tuner = Tuner(wl, target, trials=trials, seed=seed, seed_expert=seeded)
+    if before:
+        register_tiles.FIT_SHARE = 0.0
+        tuner.context.prior = False
+    try:
+        res = tuner.run()
+    finally:
+        register_tiles.FIT_SHARE = share
     return {"seeded": seeded, "best_gflops": res.best_gflops, "trials": res.trials,
             "failed": res.failed, "wall_secs": time.perf_counter() - t0, "trace": res.trace,
             "history": res.history, "load_after": os.getloadavg()[0]}
@@ -88,6 +99,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=7, help="interleaved final timing rounds")
     p.add_argument("--json", default=None)
+    p.add_argument("--before", action="store_true",
+                   help="also tune alone as before issue 17 (uniform tilings, random first "
+                        "round): the 'before' row")
     args = p.parse_args()
     if args.trials < 1 or args.rounds < 1:
         p.error("--trials and --rounds must be at least 1")
@@ -105,9 +119,9 @@ def main() -> None:
     try:
         for name, wl in cases:
             runs = {}
-            for seeded in (True, False):
-                run = tune(wl, target, args.trials, args.seed, seeded)
-                label = "seeded" if seeded else "alone"
+            plan = [("seeded", True, False), ("alone", False, False)]
+            for label, seeded, before in plan + [("before", False, True)] * args.before:
+                run = tune(wl, target, args.trials, args.seed, seeded, before)
                 runs[label] = run
                 print(f"{name} {label}: {run['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
                       f"{run['wall_secs']:.0f} s, load {run['load_after']:.1f}", flush=True)
@@ -133,6 +147,8 @@ def format_case(name: str, runs: dict, rows: list) -> str:
                      + (f"   {r['error_kind']}: {r['error']}" if r.get("error") else ""))
     if g.get("seeded") and g.get("alone"):
         lines.append(f"  alone / seeded = {g['alone'] / g['seeded']:.2f} (target >= 0.90)")
+    if g.get("seeded") and g.get("before"):
+        lines.append(f"  before / seeded = {g['before'] / g['seeded']:.2f}")
     ms = METASCHEDULE.get(name)
     if ms and g.get("alone"):
         lines.append(f"  alone / MetaSchedule ({ms[0]:.0f} GFLOP/s, {ms[1]:.0f} s) = "

@@ -124,8 +124,10 @@ def test_untrained_model_predicts_the_prior_random_model_stays_random():
     want = analytic_prior([extract(lower(s), AVX512) for s in scheds])
     assert np.allclose(ctx.predict(scheds), want)
     rnd = TuneContext(wl, AVX512, space, RandomModel(seed=0), None, seed=0)
-    assert not rnd.uses_prior
-    assert not np.allclose(rnd.predict(scheds), want)
+    off = TuneContext(wl, AVX512, space, XGBCostModel(seed=0), None, seed=0, prior=False)
+    for c in (rnd, off):
+        assert not c.uses_prior
+        assert not np.allclose(c.predict(scheds), want)
 
 
 def test_first_round_covers_every_sketch():

@@ -34,6 +34,7 @@ class TuneContext:
     rng: random.Random = field(default=None)
     measured: set = field(default_factory=set)   # structural hashes of measured functions
     feature_cache_size: int = 4096
+    prior: bool = True      # an untrained learned model predicts the analytic prior
 
     def __post_init__(self):
         if self.rng is None:
@@ -67,18 +68,19 @@ class TuneContext:
             return np.zeros(0)
         from ..cost_model import RandomModel
         model = self.cost_model
-        if model is None or isinstance(model, RandomModel):
-            return np.array([self.rng.random() for _ in schedules])
         if self.uses_prior:
             return analytic_prior(self.features(schedules))
+        if model is None or isinstance(model, RandomModel) or not getattr(model, "trained", True):
+            return np.array([self.rng.random() for _ in schedules])
         return np.asarray(model.predict(self.features(schedules)), dtype=float)
 
     @property
     def uses_prior(self) -> bool:
-        """Whether ``predict`` gives the analytic prior (a learned model not trained yet)."""
+        """Whether ``predict`` gives the analytic prior (a learned model not trained yet,
+        ``prior`` on; off, the scores are random until the model is trained)."""
         from ..cost_model import RandomModel
         model = self.cost_model
-        return (model is not None and not isinstance(model, RandomModel)
+        return (self.prior and model is not None and not isinstance(model, RandomModel)
                 and not getattr(model, "trained", True))
 
 

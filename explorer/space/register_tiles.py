@@ -170,10 +170,10 @@ class _Follower:
 
 
 def sample_register_tiles(sketch, func, target, seed: int, draws: int = DRAWS,
-                          share: float = FIT_SHARE) -> dict:
+                          share: float | None = None) -> dict:
     """Decisions {instruction index: factors} for the multi-level tilings of ``sketch``
     (a Schedule whose trace holds the sampling instructions): with probability
-    ``share`` per tiled block, perfect tilings drawn uniformly and drawn again until the
+    ``share`` (default: the module's ``FIT_SHARE``) per tiled block, perfect tilings drawn uniformly and drawn again until the
     register tile fits (see the module docstring); otherwise, or when no draw fits in
     ``draws``, no decisions (the instructions sample them as before). The same seed
     gives the same decisions, from a random stream of their own."""
@@ -181,6 +181,7 @@ def sample_register_tiles(sketch, func, target, seed: int, draws: int = DRAWS,
     if cached is None or cached[0] is not func or cached[1] != target:
         cached = (func, target, register_tiles(sketch.trace, func, target))
         _SKETCH_TILES[sketch] = cached
+    share = FIT_SHARE if share is None else share
     rng = random.Random(f"cpu register tiles {seed}")
     out: dict = {}
     for tile in cached[2]:
