@@ -173,6 +173,9 @@ def main(argv=None) -> int:
         collect(args.db, args.suites.split(","), args.trials_per_task, args.seed,
                 args.minutes, args.target)
     if args.stage in ("all", "train"):
+        if not Path(args.db, "records.jsonl").is_file():
+            raise SystemExit(f"train: no records in --db {args.db}: collect them first "
+                             "(--stage collect, or --stage all)")
         from explorer.cost_model.pretrained import shipped_root
         from explorer.suites import example_database_path
         dbs = [args.db] + ([] if args.no_example_db else [str(example_database_path())])

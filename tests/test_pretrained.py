@@ -200,3 +200,25 @@ def test_bad_pretrained_argument():
         Tuner(WL, HOST, pretrained="/no/such/folder", seed_expert=False)
     with pytest.raises(ExplorerError, match="pretrained must be"):
         Tuner(WL, HOST, pretrained=3, seed_expert=False)
+
+
+def test_shipped_models_are_current_small_and_load():
+    """Every model in data/pretrained loads, fits its own family and this feature version
+    (after a FEATURE_VERSION change, retrain: benchmarks/train_pretrained.py), and is
+    small enough to ship."""
+    from explorer.cost_model.pretrained import shipped_root
+    families = available()
+    assert families, f"no pre-trained model in {shipped_root()}"
+    for fam in families:
+        path = shipped_root() / fam
+        meta = read_meta(path)
+        assert meta["family"] == fam
+        assert meta["feature_version"] == FEATURE_VERSION, \
+            f"{path} has features of version {meta['feature_version']}: retrain it"
+        assert sum(f.stat().st_size for f in path.iterdir()) < 2_000_000
+        assert meta["command"] and meta["date"] and sum(meta["workloads"].values()) == \
+            meta["candidates"]
+        if fam == target_family(HOST):
+            _, _, data = load_pretrained(path, HOST)
+            assert len(data[1]) == meta["candidates"]
+            assert set(data[2]) == set(meta["workloads"])
