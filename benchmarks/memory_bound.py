@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -45,6 +44,7 @@ from explorer.cli.bench import Contender  # noqa: E402
 from explorer.cli.suite_bench import SuiteBench  # noqa: E402
 from explorer.database import Database  # noqa: E402
 from explorer.measure.result import MeasureResult  # noqa: E402
+from explorer.space import DesignSpace  # noqa: E402
 from explorer.suites import suite_tasks  # noqa: E402
 from explorer.target import Target  # noqa: E402
 from explorer.tune import Tuner  # noqa: E402
@@ -227,7 +227,7 @@ def main() -> None:
     for task in tasks:
         wl = ops.get(task["op"], **task["params"])
         done = len(Database(args.db).records(wl, target)) if os.path.isdir(args.db) else 0
-        if done >= args.trials:
+        if done >= min(args.trials, DesignSpace(wl, target).size()):   # a space ran out
             print(f"{task['name']}: {done} records in {args.db}, not tuned again", flush=True)
             continue
         t0 = time.perf_counter()
