@@ -290,3 +290,14 @@ def test_rule_applies_where_the_copied_operand_does_not_fit_in_l2():
                    for s in space(wl, small_l2, PackLayout(min_bytes=4096)).sketches)
     with pytest.raises(ExplorerError, match=r"min_bytes must be an int >= 0"):
         PackLayout(min_bytes=-1)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_torch_baseline_of_a_depthwise_layer_equals_numpy(stride):
+    """The depthwise layers benchmarks/layouts.py times against PyTorch (when installed)."""
+    pytest.importorskip("torch")
+    from explorer.measure.baselines import torch_impl
+    wl = ops.get("depthwise_conv2d", N=1, C=16, H=9, W=9, R=3, S=3, stride=stride, padding=1)
+    args = wl.make_args(0)
+    torch_impl("depthwise_conv2d", dict(wl.params), args)()
+    assert wl.check(args) < 1e-4

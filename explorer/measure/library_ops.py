@@ -105,6 +105,13 @@ def torch_impl(op: str, p: dict, t: list):
         kw = dict(stride=pair(p["stride"]), padding=pair(p["padding"]),
                   dilation=pair(p["dilation"]))
         return lambda: out.copy_(F.relu(F.conv2d(X, W, b, **kw)))
+    if op == "depthwise_conv2d":      # W is [C, R, S]: one 3x3 filter per channel
+        X, W, out = t
+        pair = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v))
+        kw = dict(stride=pair(p["stride"]), padding=pair(p["padding"]),
+                  dilation=pair(p["dilation"]), groups=W.shape[0])
+        Wg = W.reshape(W.shape[0], 1, *W.shape[1:])
+        return lambda: out.copy_(F.conv2d(X, Wg, **kw))
     if op == "gemm_bias_gelu":
         A, B, b, out = t
         return lambda: out.copy_(F.gelu(torch.addmm(b, A, B), approximate="tanh"))
