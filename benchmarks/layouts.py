@@ -14,6 +14,13 @@ The packing copy runs inside the packed kernels: its cost is in their times::
 Cases: ``explorer bench``'s (``conv-C1`` ... ``conv-C12``, ``gemm-1024``...) and
 ``mobilenet-D1`` ... ``mobilenet-P19`` (the layers of ``data/mobilenet_v2.json``).
 PyTorch is optional: without it the torch column says it is absent.
+
+Measured 2026-12-02 (znver5, AVX-512, 1 thread, load average 7-14 on 2 cores: noisy),
+``--threads 1 --trials 64``, our time over PyTorch's in two windows of 7 rounds:
+C1 plain 1.02x / 1.04x, packed 1.12x / 1.02x (expert 1.08x / 1.25x: the channel-vectorized
+sketch, new for strided windows); C3 plain 1.59x / 1.31x, packed 1.89x / 1.60x; C11 plain
+1.21x / 1.18x, packed 1.31x / 1.21x; MobileNet-V2 D7 (depthwise, no packed copy) 3.20x.
+The best of the packed space was a packed candidate for C1, C3 and C11.
 """
 from __future__ import annotations
 
