@@ -120,21 +120,30 @@ def as_seed(seed) -> int:
 def read_state(path: str, kind: str | None = None) -> dict:
     """The ``state.json`` of a saved model, checked for format (and kind)."""
     file = os.path.join(path, STATE_FILE)
-    try:
-        with open(file, encoding="utf-8") as fh:
-            state = json.load(fh)
-    except FileNotFoundError:
-        raise CostModelError(f"no saved cost model at {path!r} (missing {STATE_FILE}); save "
-                             "one with model.save(path)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CostModelError(f"cost model state {file!r} is unreadable or corrupt ({e}); "
-                             "delete it and retrain from the database records") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CostModelError(f"{file!r} is not a saved cost model of format {FORMAT}")
+    state = read_json(file, FORMAT, "saved cost model",
+                      f"no saved cost model at {path!r} (missing {STATE_FILE}); save one with "
+                      "model.save(path)",
+                      f"cost model state {file!r} is unreadable or corrupt",
+                      "delete it and retrain from the database records")
     if kind is not None and state.get("kind") != kind:
         raise CostModelError(f"{path!r} holds a {state.get('kind')!r} cost model, not {kind!r}: "
                              "load it with explorer.cost_model.load_cost_model(path)")
     return state
+
+
+def read_json(file, fmt: str, what: str, missing: str, unreadable: str, fix: str) -> dict:
+    """The JSON object in ``file`` whose ``format`` is ``fmt``; CostModelError with
+    ``missing``, or ``unreadable`` (why) and ``fix``, or "not a ``what``"."""
+    try:
+        with open(file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise CostModelError(missing) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CostModelError(f"{unreadable} ({e}); {fix}") from None
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise CostModelError(f"{str(file)!r} is not a {what} of format {fmt}")
+    return data
 
 
 def write_state(path: str, state: dict) -> None:

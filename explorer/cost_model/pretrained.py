@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..errors import CostModelError
 from ..features import FEATURE_VERSION, NUM_FEATURES
-from .base import atomic_write
+from .base import atomic_write, read_json
 
 FORMAT = "explorer.pretrained/1"
 MODEL_FILE = "model.json"
@@ -140,17 +140,11 @@ def _save_data(model, file: Path) -> None:
 def read_meta(path) -> dict:
     """The ``meta.json`` of a pre-trained model folder, checked for format."""
     file = Path(path) / META_FILE
-    try:
-        meta = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise CostModelError(f"no pre-trained model at {str(path)!r} (missing {META_FILE}); "
-                             "make one with benchmarks/train_pretrained.py") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CostModelError(f"pre-trained model {str(file)!r} is unreadable ({e}); delete "
-                             "it and run benchmarks/train_pretrained.py again") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CostModelError(f"{str(file)!r} is not a pre-trained model of format {FORMAT}")
-    return meta
+    return read_json(file, FORMAT, "pre-trained model",
+                     f"no pre-trained model at {str(path)!r} (missing {META_FILE}); make one "
+                     "with benchmarks/train_pretrained.py",
+                     f"pre-trained model {str(file)!r} is unreadable",
+                     "delete it and run benchmarks/train_pretrained.py again")
 
 
 def check_compatible(meta: dict, target, model=None) -> None:
