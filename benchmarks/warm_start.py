@@ -108,8 +108,9 @@ def _workload(text: str):
     return ops.get(op, *[int(x) for x in shape.split(",")], **{k: int(v) for k, v in kw.items()})
 
 
-def tune(workloads, trials: int, batch: int, seed: int, repeats: int = 1, log=print) -> list:
-    """Cold and warm runs, interleaved; rows of best GFLOP/s after 8, 16, ... trials."""
+def tune(workloads, trials: int, batch: int, seeds, log=print) -> list:
+    """Cold and warm runs, interleaved, per seed; rows of best GFLOP/s after 8, 16, ...
+    trials."""
     from explorer import Target
     from explorer.measure.runner_choice import open_measurer
     from explorer.tune import Tuner
@@ -119,7 +120,7 @@ def tune(workloads, trials: int, batch: int, seed: int, repeats: int = 1, log=pr
     try:
         for text in workloads:
             wl = _workload(text)
-            for rep in range(repeats):
+            for seed in seeds:
                 for warm in (False, True):
                     t0 = time.time()
                     t = Tuner(wl, target, trials=trials, batch_size=batch, seed=seed,
@@ -128,10 +129,10 @@ def tune(workloads, trials: int, batch: int, seed: int, repeats: int = 1, log=pr
                     res = t.run()
                     h = res.history
                     at = {n: round(h[n - 1], 1) for n in (8, 16, 32, 64) if n <= len(h)}
-                    rows.append({"workload": wl.key, "warm": warm, "rep": rep,
+                    rows.append({"workload": wl.key, "warm": warm, "seed": seed,
                                  "pretrained": res.pretrained, "best_after": at,
                                  "seconds": round(time.time() - t0)})
-                    log(f"{wl.key[:50]:50s} {'warm' if warm else 'cold'} {at} "
+                    log(f"{wl.key[:50]:50s} seed {seed} {'warm' if warm else 'cold'} {at} "
                         f"({time.time() - t0:.0f} s)")
     finally:
         measurer.close()
@@ -147,8 +148,8 @@ def main(argv=None) -> int:
                    "separated by ';'")
     p.add_argument("--trials", type=int, default=32)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--seeds", default="0", help="tune: comma-separated seeds (a cold and a "
+                   "warm run each)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     from explorer import Target
@@ -157,7 +158,8 @@ def main(argv=None) -> int:
         from explorer.suites import example_database_path
         out = offline([args.db, str(example_database_path())], Target("llvm"))
     else:
-        out = tune(args.workloads.split(";"), args.trials, args.batch, args.seed, args.repeats)
+        out = tune(args.workloads.split(";"), args.trials, args.batch,
+                   [int(x) for x in args.seeds.split(",")])
     print(f"# load {os.getloadavg()[0]:.1f}")
     if args.json:
         with open(args.json, "w") as fh:
