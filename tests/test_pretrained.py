@@ -222,3 +222,17 @@ def test_shipped_models_are_current_small_and_load():
             _, _, data = load_pretrained(path, HOST)
             assert len(data[1]) == meta["candidates"]
             assert set(data[2]) == set(meta["workloads"])
+
+
+def test_cli_says_which_model_and_no_pretrained_turns_it_off(tmp_path, capsys):
+    from explorer import cli
+    argv = ["tune", "--op", "row_sum", "--shape", "4,4", "--trials", "2", "--batch-size", "2",
+            "--retime", "0", "--strategy", "replay", "--no-numpy", "--no-expert-seed"]
+    assert cli.main(argv + ["--db", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    fam = target_family(HOST)
+    said = [ln for ln in err.splitlines() if ln.startswith("cost model ")]
+    assert len(said) == 1 and fam in said[0]
+    assert ("warm-started" in said[0]) == (fam in available())
+    assert cli.main(argv + ["--db", str(tmp_path / "b"), "--no-pretrained"]) == 0
+    assert "cost model " not in capsys.readouterr().err
