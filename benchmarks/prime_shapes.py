@@ -21,7 +21,6 @@ import json
 import os
 import re
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -29,7 +28,7 @@ from explorer import Schedule, Trace, build, ops  # noqa: E402
 from explorer.cli import bench  # noqa: E402
 from explorer.database import Database  # noqa: E402
 from explorer.target import Target  # noqa: E402
-from explorer.tune import Tuner  # noqa: E402
+from tune_cases import tune_missing  # noqa: E402
 
 CASES = {"gemm-997x661x211": lambda: ops.gemm(997, 661, 211),
          "conv-13x13": lambda: ops.conv2d(N=1, C=256, H=13, W=13, K=256, R=3, S=3, padding=1)}
@@ -68,20 +67,8 @@ def main() -> None:
     target = Target(f"llvm -num-cores={threads}")
     print(f"CPU: {target.describe()}; load average at start {os.getloadavg()}", flush=True)
     cases = [bench.BenchCase.of(name, CASES[name]()) for name in args.cases]
-    tuning = {}
-    for case in cases:
-        wl = case.workload()
-        done = len(Database(args.db).records(wl, target)) if os.path.isdir(args.db) else 0
-        if done >= args.trials:
-            print(f"{case.name}: {done} records in {args.db}, not tuned again", flush=True)
-            continue
-        t0 = time.perf_counter()
-        res = Tuner(wl, target, trials=args.trials, database=args.db, seed=args.seed).run()
-        tuning[case.name] = {"trials": res.trials, "failed": res.failed,
-                             "best_gflops": res.best_gflops,
-                             "seconds": time.perf_counter() - t0}
-        print(f"{case.name}: {res.trials} trials in {tuning[case.name]['seconds']:.0f} s, "
-              f"best {res.best_gflops:.1f} GFLOP/s, {res.failed} failed", flush=True)
+    tuning = tune_missing([(c.name, c.workload()) for c in cases], target, args.trials,
+                          args.db, args.seed)
     db = Database(args.db)
     b = bench.Bench(target, threads, args.rounds, db=db)
     try:

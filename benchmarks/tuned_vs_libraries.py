@@ -21,15 +21,14 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from explorer.cli import bench  # noqa: E402
 from explorer.target import Target  # noqa: E402
 from explorer.database import Database  # noqa: E402
+from tune_cases import tune_missing  # noqa: E402
 from explorer.errors import ExplorerError  # noqa: E402
-from explorer.tune import Tuner  # noqa: E402
 
 
 def main() -> None:
@@ -50,20 +49,8 @@ def main() -> None:
         cases = bench.resolve_cases(args.cases)
     except ExplorerError as e:
         p.error(str(e))
-    tuning = {}
-    for case in cases:
-        wl = case.workload()
-        done = len(Database(args.db).records(wl, target)) if os.path.isdir(args.db) else 0
-        if done >= args.trials:
-            print(f"{case.name}: {done} records in {args.db}, not tuned again", flush=True)
-            continue
-        t0 = time.perf_counter()
-        res = Tuner(wl, target, trials=args.trials, database=args.db, seed=args.seed).run()
-        tuning[case.name] = {"trials": res.trials, "failed": res.failed,
-                             "best_gflops": res.best_gflops,
-                             "tuning_seconds": time.perf_counter() - t0}
-        print(f"{case.name}: tuned {res.trials} trials in {tuning[case.name]['tuning_seconds']:.0f}"
-              f" s, best {res.best_gflops:.1f} GFLOP/s, {res.failed} failed", flush=True)
+    tuning = tune_missing([(c.name, c.workload()) for c in cases], target, args.trials,
+                          args.db, args.seed)
     b = bench.Bench(target, threads, args.repeats, db=Database(args.db))
     try:
         report = b.run(cases)

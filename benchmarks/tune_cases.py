@@ -1,0 +1,33 @@
+"""Tune each (name, workload) into a database unless it already holds enough records.
+
+Shared by the benchmarks that tune a few cases and then time them against the
+libraries (``tuned_vs_libraries.py``, ``prime_shapes.py``, ``memory_bound.py``):
+a case with ``trials`` records in ``db`` (or as many as its design space has) is
+not tuned again, so a long benchmark can be resumed or re-timed alone.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from explorer.database import Database
+from explorer.space import DesignSpace
+from explorer.tune import Tuner
+
+
+def tune_missing(cases, target, trials: int, db: str, seed: int = 0) -> dict:
+    """``cases``: (name, Workload) pairs. Returns name -> {trials, failed, best_gflops,
+    seconds} for the cases tuned now; prints one line per case."""
+    tuning = {}
+    for name, wl in cases:
+        done = len(Database(db).records(wl, target)) if os.path.isdir(db) else 0
+        if done >= min(trials, DesignSpace(wl, target).size()):   # a small space runs out
+            print(f"{name}: {done} records in {db}, not tuned again", flush=True)
+            continue
+        t0 = time.perf_counter()
+        res = Tuner(wl, target, trials=trials, database=db, seed=seed).run()
+        tuning[name] = {"trials": res.trials, "failed": res.failed,
+                        "best_gflops": res.best_gflops, "seconds": time.perf_counter() - t0}
+        print(f"{name}: tuned {res.trials} trials in {tuning[name]['seconds']:.0f} s, best "
+              f"{res.best_gflops:.1f} GFLOP/s, {res.failed} failed", flush=True)
+    return tuning
