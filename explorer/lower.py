@@ -44,7 +44,7 @@ code generators consume.
 from __future__ import annotations
 
 from .errors import LowerError
-from .ir.arith import NonAffine, int_bounds, simplify
+from .ir.arith import NonAffine, from_lin, int_bounds, lin_diff, simplify
 from .ir.expr import EQ, Buffer, BufferLoad, Expr, IntImm, all_of, conjuncts, const, is_true
 from .ir.region import full_region, union_region
 from .ir.functor import (collect_loads, expr_vars, replace_loads, substitute, transform_stmt,
@@ -215,6 +215,13 @@ def _region(buf: Buffer, sites: list, point: list, all_ranges: dict):
     return union_region(prepared, buf.shape, all_ranges)
 
 
+def _minus(i: Expr, lo: Expr) -> Expr:
+    """``simplify(i - lo)``; for int32 indices from the linear forms, without the node."""
+    if i.dtype == "int32" and lo.dtype == "int32":
+        return from_lin(*lin_diff(i, lo))
+    return simplify(i - lo, None)
+
+
 def _compact(body: Stmt, func: PrimFunc, carry: dict) -> Stmt:
     acc, writes = _accesses(body)
     all_ranges = {n.var.name: (0, n.extent - 1) for n, _ in walk_stmt(body) if isinstance(n, For)}
@@ -252,8 +259,7 @@ def _compact(body: Stmt, func: PrimFunc, carry: dict) -> Stmt:
 
     def shift(buf, idx):
         new_buf, los = plan[buf.name]
-        return new_buf, tuple(simplify(i - lo, None) if not (isinstance(lo, IntImm) and
-                                                             lo.value == 0) else i
+        return new_buf, tuple(i if isinstance(lo, IntImm) and lo.value == 0 else _minus(i, lo)
                               for i, lo in zip(idx, los))
 
     def rewrite_expr(e):

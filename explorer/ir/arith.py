@@ -162,6 +162,8 @@ def _from_lin(terms: dict, c: int) -> Expr:
         for k, v in neg:
             lin[k] = -v
         _keep(out, "_lin", (lin, c))
+        # its variables are its terms' (a walk down the new chain would find just those)
+        _keep(out, "_vars", frozenset().union(*[expr_vars(k) for k in lin]))
     return out
 
 
