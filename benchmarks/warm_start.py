@@ -131,9 +131,12 @@ def tune(workloads, trials: int, batch: int, seeds, log=print) -> list:
                     at = {n: round(h[n - 1], 1) for n in (8, 16, 32, 64) if n <= len(h)}
                     rows.append({"workload": wl.key, "warm": warm, "seed": seed,
                                  "pretrained": res.pretrained, "best_after": at,
+                                 "rank_accuracy": [r["rank_accuracy"] for r in res.rounds],
                                  "seconds": round(time.time() - t0)})
+                    acc = " ".join("-" if r["rank_accuracy"] is None else
+                                   f"{r['rank_accuracy']:.2f}" for r in res.rounds)
                     log(f"{wl.key[:50]:50s} seed {seed} {'warm' if warm else 'cold'} {at} "
-                        f"({time.time() - t0:.0f} s)")
+                        f"rank accuracy per round {acc} ({time.time() - t0:.0f} s)")
     finally:
         measurer.close()
     return rows
