@@ -53,12 +53,14 @@ def workload(name: str):
                         f"({', '.join(t['name'] for t in suite_tasks('bert_base'))})")
 
 
-def tune(wl, target, trials: int, seed: int, seeded: bool, before: bool = False) -> dict:
+def tune(wl, target, trials: int, seed: int, seeded: bool, before: bool = False,
+         pretrained=True) -> dict:
     """One tuning run; ``before``: alone as before issue 17's changes (uniform tilings,
-    a random first round)."""
+    a random first round, no pre-trained model)."""
     t0 = time.perf_counter()
     share = register_tiles.FIT_SHARE
-    tuner = Tuner(wl, target, trials=trials, seed=seed, seed_expert=seeded)
+    tuner = Tuner(wl, target, trials=trials, seed=seed, seed_expert=seeded,
+                  pretrained=pretrained and not before)
     if before:
         register_tiles.FIT_SHARE = 0.0
         tuner.context.prior = False
@@ -66,7 +68,8 @@ def tune(wl, target, trials: int, seed: int, seeded: bool, before: bool = False)
         res = tuner.run()
     finally:
         register_tiles.FIT_SHARE = share
-    return {"seeded": seeded, "best_gflops": res.best_gflops, "trials": res.trials,
+    return {"seeded": seeded, "pretrained": res.pretrained,
+            "best_gflops": res.best_gflops, "trials": res.trials,
             "failed": res.failed, "wall_secs": time.perf_counter() - t0, "trace": res.trace,
             "history": res.history, "load_after": os.getloadavg()[0]}
 
@@ -102,6 +105,8 @@ def main() -> None:
     p.add_argument("--before", action="store_true",
                    help="also tune alone as before issue 17 (uniform tilings, random first "
                         "round): the 'before' row")
+    p.add_argument("--no-pretrained", action="store_true",
+                   help="start every run's cost model cold (no shipped pre-trained model)")
     args = p.parse_args()
     if args.trials < 1 or args.rounds < 1:
         p.error("--trials and --rounds must be at least 1")
@@ -121,10 +126,12 @@ def main() -> None:
             runs = {}
             plan = [("seeded", True, False), ("alone", False, False)]
             for label, seeded, before in plan + [("before", False, True)] * args.before:
-                run = tune(wl, target, args.trials, args.seed, seeded, before)
+                run = tune(wl, target, args.trials, args.seed, seeded, before,
+                           not args.no_pretrained)
                 runs[label] = run
                 print(f"{name} {label}: {run['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
-                      f"{run['wall_secs']:.0f} s, load {run['load_after']:.1f}", flush=True)
+                      f"{run['wall_secs']:.0f} s, load {run['load_after']:.1f}, "
+                      f"pre-trained model: {run['pretrained'] or 'none'}", flush=True)
             rows = final_timing(b, wl, target, runs, args.rounds)
             report["cases"].append({"case": name, "key": wl.key, "runs": runs, "rows": rows})
             print(format_case(name, runs, rows), flush=True)
