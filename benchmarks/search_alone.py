@@ -36,9 +36,11 @@ mean much), 64 trials, seed 0, final timing 7 interleaved rounds, GFLOP/s:
 this load the gap the issue measured on a quiet machine (gemm alone 161 against 478
 seeded) is hidden: ``before`` reached 0.93 of seeded in the same run. Tuning took
 44-150 s per run (MetaSchedule's 270 s was measured on a quiet machine). The best
-traces alone have the expert's form: gemm packed B, accumulators at tile level 2, an
-8 x 32 register tile (16 accumulators), the column tiles in parallel (i0 = 1, j0 = 16);
-C2 the channel-vectorized sketch with 2 vectors x 8 columns (expert: 2 x 7).
+traces alone have the expert's form (cold model run): gemm packed B, accumulators at
+tile level 2, the expert's 4 x 64 register tile (16 accumulators) and 16 column tiles
+(j = [16, 1, 1, 64], as the expert; i0 = 4 where the expert has 1); C6 the
+channel-vectorized sketch with 2 vectors of channels x 7 columns (the expert's 14
+accumulators); C2 the same sketch with 1 vector x 8 columns.
 """
 from __future__ import annotations
 
