@@ -179,7 +179,9 @@ class AccessEmitter:
         if key is not None and (lane0 or self.lane is None):
             idx = self.split_flat(access.buffer.shape, access.indices)
         else:
-            idx = self.flat(access.buffer.shape, access.indices, lane0, mask)
+            idx = self.flat(access.buffer.shape, access.indices, lane0, mask,
+                            narrow=not lane0 and self.lane is not None
+                            and offsets_fit_i32(access.buffer))
         g = self.b.gep(ptr, [idx], inbounds=inbounds,
                        source_etype=mem_type(access.buffer.dtype))
         if isinstance(idx.type, ir.VectorType):
@@ -236,18 +238,45 @@ class AccessEmitter:
         finally:
             self.lane, self.lanes = saved
 
-    def flat(self, shape: tuple, indices: tuple, lane0: bool, mask=None) -> ir.Value:
-        """Row-major flat index as i64 (scalar or vector)."""
+    def flat(self, shape: tuple, indices: tuple, lane0: bool, mask=None,
+             narrow: bool = False) -> ir.Value:
+        """Row-major flat index as i64 (scalar or vector). ``narrow``: a vector index as
+        <n x i32>, summed in i32 (see ``offsets_fit_i32``), so that the address vector
+        stays base + sign-extended i32 lanes through LLVM's folds."""
         acc = None
         for dim, idx in zip(shape, indices):
             v = self.at_lane0(idx) if (lane0 and self.lane) else self.emit_index(idx, mask)
-            v = self.sext64(v)
+            v = self.as_int32(v) if narrow else self.sext64(v)
             if acc is None:
                 acc = v
                 continue
+            if narrow:
+                acc, v = self.unify(self.mul32(acc, dim), v)
+                acc = self.add32(acc, v)
+                continue
             acc, v = self.unify(self.mul64(acc, dim), v)
             acc = self.add64(acc, v)
-        return acc if acc is not None else ir.Constant(I64, 0)
+        if acc is None:
+            return ir.Constant(I32 if narrow else I64, 0)
+        return self.sext64(acc) if narrow and lanes_of(acc) == 1 else acc
+
+    def mul32(self, v, k: int):
+        """i32 arithmetic of a narrowed index, without wrap flags: a lane a mask turns off
+        may overflow, and its address is never used."""
+        c = const_int(v)
+        if c is not None:
+            return self.as_int32(ir.Constant(I64, c * k))
+        return v if k == 1 else self.b.mul(v, splat_const(v.type, k))
+
+    def add32(self, a, b):
+        ca, cb = const_int(a), const_int(b)
+        if ca is not None and cb is not None:
+            return self.as_int32(ir.Constant(I64, ca + cb))
+        if cb == 0:
+            return a
+        if ca == 0:
+            return b
+        return self.b.add(a, b)
 
     def sext64(self, v):
         if scalar_type(v.type) == I64:
@@ -284,6 +313,19 @@ def _value_key(v):
 def index_vars(indices: tuple) -> tuple:
     """Names of the variables in index expressions, sorted."""
     return tuple(sorted({x.name for e in indices for x in walk_expr(e) if isinstance(x, Var)}))
+
+
+def offsets_fit_i32(buf) -> bool:
+    """Does every in-bounds flat index of ``buf`` fit in int32 (its element count is
+    below 2**31)? Then a vector of addresses is its base plus an i32 index vector, which
+    x86 gathers and scatters with 32-bit indices (AVX-512: one ``vgatherdps`` per 16
+    lanes instead of two ``vgatherqps`` of 64-bit addresses; LLVM's AVX2 tuning of
+    Haswell and later expands gathers into scalar loads either way). Lanes that a mask
+    turns off may hold any index: they touch no memory."""
+    n = 1
+    for d in buf.shape:
+        n *= d
+    return n < 2 ** 31
 
 
 def mt_align(t: ir.Type) -> int:
