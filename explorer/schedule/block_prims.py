@@ -10,9 +10,9 @@ from ..ir.functor import REMOVE, replace_loads, substitute
 from ..ir.index import index_of
 from ..ir.region import union_region, first_hole
 from ..ir.stmt import BlockRealize, BufferStore, For, TRUE
-from .tree import (Namer, body_of, children, loop_role, contains_block, find_block, find_loop, insert_in, iter_dims,
-                   loads_of, loops_of, readers, realizes_under, remove_block, replace_block,
-                   writers)
+from .tree import (Namer, body_of, children, loop_role, contains_block, find_block, find_loop,
+                   insert_in, iter_dims, loads_of, loops_of, readers, realizes_in, realizes_under,
+                   remove_block, replace_block, writers)
 
 # thread loops above a compute-at point over which the region is widened: those whose
 # iterations share the buffer. A ``local`` buffer is private to one (thread, virtual
@@ -105,7 +105,7 @@ def insert_reader_after(func, block: str, reader, dims: list, prim: str):
     buf = prod.block.body.buffer
     loops = loops_of(ppath)
     anchor = len(loops)
-    while anchor > 0 and {r.block.name for r, _ in realizes_under(loops[anchor - 1])} == {block}:
+    while anchor > 0 and {r.block.name for r in realizes_in(loops[anchor - 1])} == {block}:
         anchor -= 1
     parent_loops, below = loops[:anchor], loops[anchor:]
     parent = parent_loops[-1].var.name if parent_loops else None
@@ -130,7 +130,7 @@ def _check_inputs_ready(out, inputs: set, loop: str, prim: str, block: str):
     from .tree import block_names
     order = block_names(out)
     node, _ = find_loop(out, loop)
-    inside = [r.block.name for r, _ in realizes_under(node.body)]
+    inside = [r.block.name for r in realizes_in(node.body)]
     start = order.index(inside[0])
     for buf in inputs:
         for w in writers(out, buf):
@@ -227,7 +227,7 @@ def _compute_at_plan(func, block: str, loop: str, need_region: bool = True) -> t
     if not consumers:
         raise ScheduleError(f"compute_at: no block reads {buf.name}, the output of {block!r}; "
                             "there is nothing to compute it for")
-    under = {r.block.name for r, _ in realizes_under(target.body)}
+    under = {r.block.name for r in realizes_in(target.body)}
     for c in consumers:
         if c not in under:
             raise ScheduleError(f"compute_at: consumer block {c!r} of {block!r} is not under "
@@ -269,7 +269,7 @@ def reverse_compute_at(func, block: str, loop: str):
     target, lpath = find_loop(func, loop, "reverse_compute_at")
     if any(lp.var.name == loop for lp in loops_of(cpath)):
         raise ScheduleError(f"reverse_compute_at: block {block!r} is already under loop {loop!r}")
-    under = {r.block.name for r, _ in realizes_under(target.body)}
+    under = {r.block.name for r in realizes_in(target.body)}
     bufs = [b for b in cons.block.reads() if writers(func, b.name)
             and set(writers(func, b.name)) <= under]
     if not bufs:

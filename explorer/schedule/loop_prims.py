@@ -14,7 +14,7 @@ from ..ir.arith import simplify
 from ..ir.expr import LT, FloorDiv, FloorMod, Var, all_of, const
 from ..ir.functor import substitute
 from ..ir.stmt import THREAD_TAGS, For
-from .tree import Namer, find_loop, loops_of, map_realizes, realizes_under, loop_role, replace_loop
+from .tree import Namer, find_loop, loops_of, map_realizes, realizes_in, realizes_under, loop_role, replace_loop
 
 
 def _rebind(stmt, mapping: dict, guard=None):
@@ -110,7 +110,7 @@ def fuse(func, loops: list) -> tuple:
                                 "change the kind of the fused loop")
     if len(nodes) == 1:
         return func, loops[0]
-    for r, _ in realizes_under(nodes[-1].body):
+    for r in realizes_in(nodes[-1].body):
         roles = {n: loop_role(n, r) for n in loops}
         spatial = [n for n, k in roles.items() if k == {"S"}]
         reduce_ = [n for n, k in roles.items() if "R" in k]
@@ -169,7 +169,7 @@ def reorder(func, loops: list) -> object:
 
 def _check_no_reduction(func, loop: str, prim: str, why: str):
     node, _ = find_loop(func, loop, prim)
-    for r, _ in realizes_under(node.body):
+    for r in realizes_in(node.body):
         if "R" in loop_role(loop, r):
             raise ScheduleError(f"{prim}: loop {loop!r} is a reduction loop of block "
                                 f"{r.block.name!r}; {why}")
@@ -187,7 +187,7 @@ def set_kind(func, loop: str, kind: str, thread: str | None = None) -> object:
 def parallel(func, loop: str) -> object:
     node = _check_no_reduction(func, loop, "parallel",
                                "running its iterations at once would race on the accumulator")
-    for r, _ in realizes_under(node.body):
+    for r in realizes_in(node.body):
         if "S" not in loop_role(loop, r) and r.block.body.buffer in func.params:
             raise ScheduleError(f"parallel: loop {loop!r} does not index the output of block "
                                 f"{r.block.name!r}: its iterations would write the same elements")
@@ -233,7 +233,7 @@ def threads_per_block(extents: dict) -> int:
 
 
 def _check_reduction_on_threads(func, loop: str, node: For, thread: str) -> For:
-    blocks = [r.block for r, _ in realizes_under(node.body) if "R" in loop_role(loop, r)]
+    blocks = [r.block for r in realizes_in(node.body) if "R" in loop_role(loop, r)]
     if not blocks:
         return node
     if not thread.startswith("threadIdx"):

@@ -24,7 +24,7 @@ from ..ir.stmt import BlockRealize, For, PrimFunc
 from . import block_prims, cache_prims, layout_prims, loop_prims, reduction_prims, sampling
 from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from .trace import Instruction, Trace
-from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_under,
+from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_in,
                    replace_block, replace_loop, writers)
 from ..ir.index import index_of
 
@@ -181,7 +181,7 @@ class Schedule:
         """Blocks under a loop, in execution order (none under a block)."""
         if isinstance(parent, LoopRV):
             node, _ = find_loop(self.func, self._loop(parent, "get_child_blocks"))
-            names = [r.block.name for r, _ in realizes_under(node.body)]
+            names = [r.block.name for r in realizes_in(node.body)]
         else:
             self._block(parent, "get_child_blocks")
             names = []

@@ -40,12 +40,24 @@ def realizes_under(stmt: Stmt) -> list:
     kept leaves ``stmt`` out of the paths (with it, a reference cycle)."""
     if type(stmt) is BlockRealize:
         return [(stmt, ())]
+    top = (stmt,)
+    return [(r, top + path) for r, path in _kept(stmt)]
+
+
+def realizes_in(stmt: Stmt) -> list:
+    """The BlockRealize nodes under ``stmt`` in execution order (``realizes_under``
+    without the paths, which cost a tuple each)."""
+    if type(stmt) is BlockRealize:
+        return [stmt]
+    return [r for r, _ in _kept(stmt)]
+
+
+def _kept(stmt: Stmt) -> tuple:
     cached = getattr(stmt, "_realizes", None)
     if cached is None:
         cached = tuple(_realizes_under(stmt))
         object.__setattr__(stmt, "_realizes", cached)
-    top = (stmt,)
-    return [(r, top + path) for r, path in cached]
+    return cached
 
 
 def _realizes_under(stmt: Stmt) -> list:
@@ -106,9 +118,12 @@ def map_realizes(stmt: Stmt, fn) -> Stmt:
     """Apply ``fn(realize) -> Stmt | None | REMOVE`` to every block realize (None keeps
     it). As ``transform_stmt`` would, but only the ancestors of the realizes that changed
     are visited and rebuilt."""
+    if type(stmt) is BlockRealize:
+        out = fn(stmt)
+        return stmt if out is None else out
     new: dict = {}
-    dirty: set = set()
-    for r, path in realizes_under(stmt):
+    dirty: set = {id(stmt)}
+    for r, path in _kept(stmt):
         out = fn(r)
         if out is not None and out is not r:
             new[id(r)] = out
@@ -152,7 +167,7 @@ def children(stmt: Stmt) -> list:
 
 
 def contains_block(stmt: Stmt, names) -> bool:
-    return any(r.block.name in names for r, _ in realizes_under(stmt))
+    return any(r.block.name in names for r in realizes_in(stmt))
 
 
 def insert_in(func: PrimFunc, loop_name: str | None, index: int, new: Stmt) -> PrimFunc:

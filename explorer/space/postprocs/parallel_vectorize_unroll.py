@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...ir.stmt import BlockRealize, For, SeqStmt
-from ...schedule.tree import block_names, find_loop, realizes_under
+from ...schedule.tree import block_names, find_loop, realizes_in
 from .. import analysis as A
 from ..postproc import Postproc
 
@@ -68,7 +68,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
         sch.annotate(loop, A.AUTO_UNROLL_MAX_STEP, step)
         sch.annotate(loop, A.UNROLL_EXPLICIT_PRAGMA, int(explicit))
         todo = set(unroll_plan(A.loop_node(sch, loop), step)[3])
-        for r, _ in realizes_under(A.loop_node(sch, loop)):
+        for r in realizes_in(A.loop_node(sch, loop)):
             if not todo:
                 break
             block = sch.get_block(r.block.name)
