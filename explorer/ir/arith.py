@@ -24,7 +24,7 @@ class NonAffine(Exception):
 def _lin(e: Expr, ranges) -> tuple[dict, int]:
     """(terms: atom -> coefficient, constant) of ``e``. Without ranges the answer is kept
     on the node (callers only read the dict)."""
-    if ranges:
+    if ranges and not _plain(e):    # ranges decide only //, %, min and max
         return _lin_of(e, ranges)
     out = getattr(e, "_lin", None)
     if out is None:

@@ -37,12 +37,14 @@ class FuncIndex:
         while stack:
             node, path = pop()
             t = type(node)
-            if t is For:
+            while t is For:     # down a chain of loops without the stack
                 name = node.var.name
                 if name not in loops:
                     loops[name] = (node, path)
-                push((node.body, path + (node,)))
-            elif t is BlockRealize:
+                path = path + (node,)
+                node = node.body
+                t = type(node)
+            if t is BlockRealize:
                 name = node.block.name
                 if name not in blocks:
                     blocks[name] = (node, path)

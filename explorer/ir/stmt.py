@@ -16,7 +16,7 @@ Lowering turns this into the plain nest the backends consume: ``For``,
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .expr import Buffer, Expr, Var, const, keep_hash
 
@@ -140,9 +140,6 @@ class PrimFunc:
     alloc_buffers: tuple = ()
     attrs: tuple = field(default=())
 
-    def with_(self, **changes) -> "PrimFunc":
-        return replace(self, **changes)
-
     def __getstate__(self):
         return _fields_only(self)
 
@@ -196,7 +193,7 @@ def _fast_with(cls) -> None:
 
 for _cls in (BufferStore, Block, BlockRealize, For, SeqStmt, IfThenElse, Allocate, PrimFunc):
     keep_hash(_cls)
-for _cls in (BufferStore, Block, BlockRealize, For, SeqStmt, IfThenElse, Allocate):
+for _cls in (BufferStore, Block, BlockRealize, For, SeqStmt, IfThenElse, Allocate, PrimFunc):
     _fast_with(_cls)
 
 TRUE = const(True)
