@@ -43,6 +43,7 @@ class BufferAccess:
     unique_lines: float = 0.0
     guarded: bool = False      # read only under a Select (a padded input inlined)
     _vars: frozenset | None = None
+    _flat: dict = field(default_factory=dict, compare=False, repr=False)  # flat_strides'
 
     @property
     def dtype_bytes(self) -> int:
@@ -118,8 +119,10 @@ def set_region(acc: BufferAccess, loops, cache_line: int) -> None:
     exts = level_extents(acc.indices, loops, shape)
     acc.numel = [_prod(e) for e in exts]
     acc.access_shape = tuple(exts[0])
-    acc.line_numel = [_lines(e, shape, acc.dtype_bytes, cache_line) for e in exts]
-    acc.runs = [_run(e, shape)[0] for e in exts]
+    runs = [_run(e, shape) for e in exts]
+    nbytes = acc.dtype_bytes
+    acc.line_numel = [_lines(r, nbytes, cache_line) for r in runs]
+    acc.runs = [run for run, _ in runs]
 
 
 def _run(ext: list, shape: tuple) -> tuple:
@@ -133,8 +136,9 @@ def _run(ext: list, shape: tuple) -> tuple:
     return run, _prod(ext[:d + 1])
 
 
-def _lines(ext: list, shape: tuple, nbytes: int, cache_line: int) -> int:
-    run, rows = _run(ext, shape)
+def _lines(run_rows: tuple, nbytes: int, cache_line: int) -> int:
+    """Cache lines of a box region from ``_run``'s (run, rows)."""
+    run, rows = run_rows
     return rows * -(-run * nbytes // cache_line)
 
 
@@ -175,7 +179,16 @@ def set_stride(acc: BufferAccess, loops) -> None:
 
 def flat_strides(acc: BufferAccess, var: str) -> list:
     """Per access of ``acc``: the step of its flat (row-major) index when ``var`` grows
-    by one; None when ``var`` sits in a non-affine term."""
+    by one; None when ``var`` sits in a non-affine term. Kept on ``acc`` (the features
+    ask again for each loop level): do not change the list."""
+    key = (var, len(acc.indices))
+    out = acc._flat.get(key)
+    if out is None:
+        out = acc._flat[key] = _flat_strides(acc, var)
+    return out
+
+
+def _flat_strides(acc: BufferAccess, var: str) -> list:
     shape = acc.buffer.shape
     out = []
     for idx in acc.indices:

@@ -104,6 +104,22 @@ def _atom_level_bounds(atom: Expr, loops, level: int) -> tuple:
     return int_bounds(atom, ranges)
 
 
+def _atom_ranges(atom: Expr, loops, size: int) -> list:
+    """``_atom_level_bounds`` at every level (an atom that cannot be bounded spans the
+    dimension), computed again only below a loop the atom uses: between two of them the
+    loops that vary, as far as the atom can tell, are the same."""
+    names = expr_vars(atom)
+    out, bounds = [], None
+    for i in range(len(loops)):
+        if bounds is None or loops[i - 1].var in names:
+            try:
+                bounds = _atom_level_bounds(atom, loops, i)
+            except NonAffine:
+                bounds = (0, size - 1)
+        out.append(bounds)
+    return out
+
+
 def index_ranges(a: Affine, loops, size: int) -> list:
     """``[lo, hi]`` of one index for each loop level ``i``: loops[i:] sweep their
     ranges, the loops above sit at 0. ``loops`` have ``.var`` (a name) and
@@ -117,11 +133,7 @@ def index_ranges(a: Affine, loops, size: int) -> list:
         hi += max(0, span)
         out[i] = [lo, hi]
     for coef, atom in a.atoms:
-        for i in range(n):
-            try:
-                blo, bhi = _atom_level_bounds(atom, loops, i)
-            except NonAffine:
-                blo, bhi = 0, size - 1
+        for i, (blo, bhi) in enumerate(_atom_ranges(atom, loops, size)):
             blo, bhi = sorted((coef * blo, coef * bhi))
             out[i][0] += blo
             out[i][1] += bhi
@@ -136,9 +148,9 @@ def level_extents(indices: list, loops, shape: tuple) -> list:
     exts = [[1] * len(shape) for _ in range(n)]
     for d, size in enumerate(shape):
         per_index = [index_ranges(idx[d], loops, size) for idx in indices]
-        for i in range(n):
-            lo = min(r[i][0] for r in per_index)
-            hi = max(r[i][1] for r in per_index)
+        for i, level in enumerate(zip(*per_index)):
+            lo = min([r[0] for r in level])
+            hi = max([r[1] for r in level])
             exts[i][d] = max(1, min(hi - lo + 1, size))
     return exts
 
