@@ -25,7 +25,7 @@ from . import block_prims, cache_prims, layout_prims, loop_prims, reduction_prim
 from .rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from .trace import Instruction, Trace
 from .tree import (block_names, find_block, find_loop, loops_of, readers, realizes_in,
-                   replace_block, replace_loop, writers)
+                   set_annotations, writers)
 from ..ir.index import index_of
 
 
@@ -65,6 +65,19 @@ class Schedule:
         self._decisions: dict = {}
 
     # ------------------------------------------------------------ basics
+    @property
+    def func(self) -> PrimFunc:
+        """The function as scheduled so far. Annotations are applied when it is next
+        asked for: a run of ``annotate`` / ``unannotate`` (a sketch annotates every block,
+        postprocessing takes the annotations off again) rebuilds it once, not per call."""
+        if self._pending:
+            self._func, self._pending = set_annotations(self._func, self._pending), None
+        return self._func
+
+    @func.setter
+    def func(self, value: PrimFunc) -> None:
+        self._func, self._pending = value, None
+
     @property
     def trace(self) -> Trace:
         return Trace(list(self._insts), dict(self._decisions))
@@ -380,35 +393,34 @@ class Schedule:
                                                          and not math.isfinite(value)):
             raise ScheduleError(f"annotate: value must be an int, finite float, string or "
                                 f"ExprRV, got {ann_val!r}")
-        self._commit(self._set_ann(target, ann_key, value, "annotate"), "annotate",
-                     [target, ann_key, ann_val], [])
+        self._set_ann(target, ann_key, value, "annotate")
+        self._insts.append(Instruction("annotate", (target, ann_key, ann_val), ()))
 
     def unannotate(self, target, ann_key: str) -> None:
         """Remove annotation ``ann_key`` from a loop or block."""
-        self._commit(self._set_ann(target, ann_key, None, "unannotate"), "unannotate",
-                     [target, ann_key], [])
+        self._set_ann(target, ann_key, None, "unannotate")
+        self._insts.append(Instruction("unannotate", (target, ann_key), ()))
 
-    def _set_ann(self, target, key, value, prim):
-        if isinstance(target, LoopRV):
-            name = self._loop(target, prim)
-            node, _ = find_loop(self.func, name, prim)
-            anns = dict(node.annotations)
-            new = node
-        else:
-            name = self._block(target, prim)
-            real, _ = find_block(self.func, name, prim)
-            anns = dict(real.block.annotations)
+    def _set_ann(self, target, key, value, prim) -> None:
+        """Set (``value`` None: remove) one annotation, pending until ``func`` is asked
+        for; annotations change no loop or block, so no handle dies."""
+        loop = isinstance(target, LoopRV)
+        name = self._loop(target, prim) if loop else self._block(target, prim)
+        where = ("loop" if loop else "block", name)
+        pending = self._pending or {}
+        items = pending.get(where)
+        if items is None:          # the loops and blocks are those of the pending func
+            items = (find_loop(self._func, name, prim)[0].annotations if loop
+                     else find_block(self._func, name, prim)[0].block.annotations)
+        anns = dict(items)
         if value is None:
             if key not in anns:
                 raise ScheduleError(f"unannotate: {name!r} has no annotation {key!r}")
             anns.pop(key)
         else:
             anns[key] = value
-        items = tuple(sorted(anns.items()))
-        if isinstance(target, LoopRV):
-            return replace_loop(self.func, name, new.with_(annotations=items))
-        return replace_block(self.func, name, real.with_(block=real.block.with_(
-            annotations=items)))
+        # a new dict, never changed in place: copies of the schedule may share the old
+        self._pending = {**pending, where: tuple(sorted(anns.items()))}
 
     # ------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 64,

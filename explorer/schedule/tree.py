@@ -145,6 +145,29 @@ def _rebuilt(node: Stmt, new: dict, dirty: set):
     return rebuild_stmt(node, tuple(kids)) if kids else REMOVE
 
 
+def set_annotations(func: PrimFunc, edits: dict) -> PrimFunc:
+    """``func`` with new annotations on some loops and blocks: ``edits`` maps ("loop",
+    name) or ("block", name) to the annotations (sorted items). As replacing each node
+    in turn would make it, but every ancestor is rebuilt once."""
+    idx = index_of(func)
+    new: dict = {}
+    dirty: set = set()
+    for (kind, name), items in edits.items():
+        node, path = (idx.loops if kind == "loop" else idx.blocks)[name]
+        new[id(node)] = items
+        dirty.update(map(id, path))
+    return func.with_(body=_annotated(func.body, new, dirty))
+
+
+def _annotated(node: Stmt, new: dict, dirty: set) -> Stmt:
+    items = new.get(id(node))
+    if type(node) is BlockRealize:
+        return node if items is None else node.with_(block=node.block.with_(annotations=items))
+    if id(node) in dirty:
+        node = rebuild_stmt(node, tuple(_annotated(k, new, dirty) for k in stmt_children(node)))
+    return node if items is None else node.with_(annotations=items)
+
+
 def remove_block(func: PrimFunc, name: str) -> PrimFunc:
     hit = index_of(func).blocks.get(name)
     if hit is None:
