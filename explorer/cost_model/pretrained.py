@@ -9,10 +9,11 @@ counts, the date and the command that made it).
 
 A warm-started model scores the first round with the pre-trained trees, then
 trains on the pre-training records and its own together (each workload's costs
-normalized to its best, so the workloads mix). That beat continuing the
-pre-trained trees on the own records alone (XGBoost's ``xgb_model``, which
-overfit the few own records) and the pre-trained trees alone on held-out
-workloads: see ``benchmarks/warm_start.py`` and data/README.md.
+normalized to its best, so the workloads mix). On held-out workloads that ranked
+candidates as well as the pre-trained trees alone (which never learn from the
+run) and better than continuing the pre-trained trees on the own records alone
+(XGBoost's ``xgb_model``, which overfit the few own records): see
+``benchmarks/warm_start.py`` and data/README.md.
 
 The family names what the features of a candidate depend on, the instruction set
 and its vector width, and never a core count or cache size: ``llvm-x86-avx512``,
