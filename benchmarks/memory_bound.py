@@ -46,8 +46,10 @@ libraries' medians in the same rounds.
 
 A large copy (512 MiB moved) ran at 10-15 GB/s. Where the time goes (one thread, CPU
 time, 1024x1024): softmax about 2 cycles an element (libmvec's exp and four passes over
-each row, in L1), transpose about 3 (two 8-lane ``vgatherqps`` per 16-lane vector),
-a copy 0.4.
+each row, in L1), transpose about 3 (a gather per 16-lane vector: one ``vgatherdps``
+since the backend indexes gathers in 32 bits, two ``vgatherqps`` before; that made it
+only 0-10% faster, so the cost is the gathered access itself: a shuffle transpose in
+registers is what is left to try), a copy 0.4.
 """
 from __future__ import annotations
 
