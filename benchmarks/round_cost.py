@@ -43,6 +43,22 @@ Python function calls per candidate (cProfile, deterministic): apply 177k -> 42k
 (C2), 45k -> 16k (gemm); lowering 63k -> 25k (C2); sampling 404k -> 44k (C2).
 With the collector on, its passes over everything the process holds (numpy's and
 XGBoost's modules, the population) are a third of the conv2d figure.
+
+Session 7 (same machine, shared with six other agents; load average 5-7 during the
+runs, so every figure is inflated; before = b5040be, after = a46a784, one interleaved
+run of the current script, min of 3 processes, gc.freeze as the Tuner does):
+
+    apply+lower+features  gemm 1024^3  7.95 -> 6.21   C2 18.51 -> 11.69   C6 19.68 -> 12.50
+    instructions per candidate (callgrind, load-independent, apply+lower+features):
+                          gemm 1024^3 39.3M -> 30.2M                      C6 99.5M -> 71.4M
+
+(the after figures include features v4's new group, which costs more). What changed:
+no reference cycles among the analyses kept on nodes (a candidate's ~8k cyclic objects
+were freed only by the collector's passes); simplify's results carry their linear form
+and variables; nodes keep their hash (a function's hash walked its tree on every call);
+runs of annotate/unannotate rebuild the function and its index once; FuncIndex walks
+loop chains without its stack; statement classes get a spelled-out with_; feature
+regions compute an atom's bounds again only where they can change.
 """
 from __future__ import annotations
 
