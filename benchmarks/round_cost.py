@@ -50,7 +50,7 @@ run of the current script, min of 3 processes, gc.freeze as the Tuner does):
 
     apply+lower+features  gemm 1024^3  7.95 -> 6.21   C2 18.51 -> 11.69   C6 19.68 -> 12.50
     instructions per candidate (callgrind, load-independent, apply+lower+features):
-                          gemm 1024^3 39.3M -> 30.2M                      C6 99.5M -> 71.4M
+                          gemm 1024^3 39.3M -> 30.2M   C2 90.0M -> 67.3M   C6 99.5M -> 71.4M
 
 (the after figures include features v4's new group, which costs more). What changed:
 no reference cycles among the analyses kept on nodes (a candidate's ~8k cyclic objects
