@@ -49,6 +49,9 @@ runs, so every figure is inflated; before = b5040be, after = a46a784, one interl
 run of the current script, min of 3 processes, gc.freeze as the Tuner does):
 
     apply+lower+features  gemm 1024^3  7.95 -> 6.21   C2 18.51 -> 11.69   C6 19.68 -> 12.50
+    same, quieter (load 2.4; min of 3, median in brackets):
+                          gemm 1024^3  4.52 -> 4.11   C2 12.30 -> 9.39    C6 11.69 -> 9.48
+                                      (5.01 -> 4.17)    (13.74 -> 11.08)   (14.79 -> 10.28)
     instructions per candidate (callgrind, load-independent, apply+lower+features):
                           gemm 1024^3 39.3M -> 30.2M   C2 90.0M -> 67.3M   C6 99.5M -> 71.4M
 
