@@ -387,7 +387,9 @@ def reverse_compute_inline(func, block: str):
     """Fold injective consumer ``block`` into the store of its producer; remove it."""
     cons, _ = find_block(func, block, "reverse_compute_inline")
     c = cons.block
-    if c.is_reduction:
+    if c.is_reduction or c.init is not None or loads_of(c, c.body.buffer.name):
+        # an init, or a read of its own output, makes it an accumulation even when every
+        # axis is spatial (rfactor over an extent-1 reduction leaves such a block)
         raise ScheduleError(f"reverse_compute_inline: block {block!r} is a reduction; only "
                             "injective consumers can be inlined into their producer")
     bufs = [x for x in c.reads() if x in func.alloc_buffers and writers(func, x.name)]
