@@ -73,7 +73,11 @@ def test_05_tunes_an_operator_and_a_suite_resumes_and_applies_the_best():
     _no_errors(nb)
     text = text_of(nb)
     assert f"this machine: {Target('llvm').describe()}" in text
-    assert re.search(r"\d+ measured, 0 failed, best [\d.]+ GFLOP/s", text)
+    # a sampled candidate may fail (seed 0's replay draws one whose LLVM build exceeds the
+    # 30 s build timeout: a failed candidate, recorded, not an error); most must not
+    measured, failed = map(int, re.search(r"(\d+) measured, (\d+) failed, best [\d.]+ GFLOP/s",
+                                          text).groups())
+    assert measured >= 4 and failed <= measured // 4
     assert re.search(r"numpy\s+[\d.]+ GFLOP/s", text)
     torch = re.search(r"torch\s+[\d.]+ GFLOP/s", text)
     assert torch or "PyTorch is not installed: skipped" in text

@@ -97,8 +97,12 @@ def test_sampled_traces_replay_and_mutate(spaces, draws, name):
     assert children >= 5
 
 
-def test_cpu_draws_are_unchanged():
-    """On the CPU a draw is the sketch replayed with nothing filled in, as before."""
+def test_cpu_draws_are_unchanged(monkeypatch):
+    """On the CPU a draw is the sketch replayed with nothing filled in, as before, but for
+    the register-tile conditioning (``explorer.space.register_tiles``): with its share at 0
+    the draws are the old ones."""
+    from explorer.space import register_tiles
+    monkeypatch.setattr(register_tiles, "FIT_SHARE", 0.0)
     sp = DesignSpace(WORKLOADS["gemm"], "llvm")
     now = sp.sample_candidates(6, seed=SEED)
     before = sv.draws_before(sp, 6, SEED)
