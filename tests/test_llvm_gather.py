@@ -18,17 +18,10 @@ from explorer import Schedule, build, ops
 from explorer.backends.llvm.codegen import ModuleGen
 from explorer.backends.llvm.runtime import default_runtime
 from explorer.lower import lower
-from explorer.target import Target, host
+from host_targets import host_and_avx2
 
 
-def _targets() -> list:
-    out = [Target("llvm")]
-    if "+avx2" in host.host_cpu()[1].split(",") and out[0].vector_bits != 256:
-        out.append(Target("llvm -mcpu=haswell"))
-    return out
-
-
-TARGETS = _targets()
+TARGETS = host_and_avx2()
 IDS = [f"{t.vector_lanes}lanes" for t in TARGETS]
 
 

@@ -21,20 +21,13 @@ from explorer import Schedule, build, ops
 from explorer import te
 from explorer.space import DesignSpace
 from explorer.space.expert import expert_schedule
-from explorer.target import Target, host
+from host_targets import host_and_avx2
 from explorer.workload import Workload
 
 PRIMES = [p for p in range(2, 140) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
 
 
-def _targets() -> list:
-    out = [Target("llvm")]
-    if "+avx2" in host.host_cpu()[1].split(",") and out[0].vector_bits != 256:
-        out.append(Target("llvm -mcpu=haswell"))
-    return out
-
-
-TARGETS = _targets()
+TARGETS = host_and_avx2()
 IDS = [f"{t.vector_lanes}lanes" for t in TARGETS]
 
 
