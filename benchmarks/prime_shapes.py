@@ -27,8 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from explorer import Schedule, Trace, build, ops  # noqa: E402
 from explorer.cli import bench  # noqa: E402
 from explorer.database import Database  # noqa: E402
-from explorer.target import Target  # noqa: E402
-from tune_cases import tune_missing  # noqa: E402
+from tune_cases import add_arguments, parse_target, tune_missing  # noqa: E402
 
 CASES = {"gemm-997x661x211": lambda: ops.gemm(997, 661, 211),
          "conv-13x13": lambda: ops.conv2d(N=1, C=256, H=13, W=13, K=256, R=3, S=3, padding=1)}
@@ -54,17 +53,9 @@ def tail_form(wl, db: Database, target) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    p.add_argument("--trials", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--rounds", type=int, default=9)
-    p.add_argument("--db", required=True)
-    p.add_argument("--json", default=None)
+    add_arguments(p, trials=64, timing="rounds", timing_default=9)
     args = p.parse_args()
-    if args.trials < 1 or args.rounds < 1 or (args.threads is not None and args.threads < 1):
-        p.error("--trials, --rounds and --threads must be at least 1")
-    threads = args.threads or len(os.sched_getaffinity(0))
-    target = Target(f"llvm -num-cores={threads}")
+    threads, target = parse_target(p, args, "rounds")
     print(f"CPU: {target.describe()}; load average at start {os.getloadavg()}", flush=True)
     cases = [bench.BenchCase.of(name, CASES[name]()) for name in args.cases]
     tuning = tune_missing([(c.name, c.workload()) for c in cases], target, args.trials,

@@ -31,3 +31,24 @@ def tune_missing(cases, target, trials: int, db: str, seed: int = 0) -> dict:
         print(f"{name}: tuned {res.trials} trials in {tuning[name]['seconds']:.0f} s, best "
               f"{res.best_gflops:.1f} GFLOP/s, {res.failed} failed", flush=True)
     return tuning
+
+
+def add_arguments(p, trials: int, timing: str, timing_default: int) -> None:
+    """The options these benchmarks share: --trials, --seed, --threads, ``--<timing>``
+    (interleaved timing rounds: --rounds or --repeats), --db, --json."""
+    p.add_argument("--trials", type=int, default=trials)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument(f"--{timing}", type=int, default=timing_default)
+    p.add_argument("--db", required=True)
+    p.add_argument("--json", default=None)
+
+
+def parse_target(p, args, timing: str):
+    """Check the shared options (``p.error`` says what to fix); (threads, llvm Target)."""
+    from explorer.target import Target
+    if args.trials < 1 or getattr(args, timing) < 1 or (args.threads is not None
+                                                         and args.threads < 1):
+        p.error(f"--trials, --{timing} and --threads must be at least 1")
+    threads = args.threads or len(os.sched_getaffinity(0))
+    return threads, Target(f"llvm -num-cores={threads}")

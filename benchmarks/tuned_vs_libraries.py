@@ -25,26 +25,17 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from explorer.cli import bench  # noqa: E402
-from explorer.target import Target  # noqa: E402
 from explorer.database import Database  # noqa: E402
-from tune_cases import tune_missing  # noqa: E402
+from tune_cases import add_arguments, parse_target, tune_missing  # noqa: E402
 from explorer.errors import ExplorerError  # noqa: E402
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", nargs="+", default=["conv-C2", "conv-C6", "conv-C9", "conv-C12"])
-    p.add_argument("--trials", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--db", required=True)
-    p.add_argument("--json", default=None)
+    add_arguments(p, trials=256, timing="repeats", timing_default=7)
     args = p.parse_args()
-    if args.trials < 1 or args.repeats < 1 or (args.threads is not None and args.threads < 1):
-        p.error("--trials, --repeats and --threads must be at least 1")
-    threads = args.threads or len(os.sched_getaffinity(0))
-    target = Target(f"llvm -num-cores={threads}")
+    threads, target = parse_target(p, args, "repeats")
     try:
         cases = bench.resolve_cases(args.cases)
     except ExplorerError as e:
