@@ -74,9 +74,8 @@ def test_family_is_isa_and_width_never_cores():
     assert target_family(Target("llvm -mcpu=haswell -num-cores=4")) == "llvm-x86-avx2"
     assert target_family(Target("llvm -mcpu=haswell", vector_bits=128)) == "llvm-x86-sse"
     assert target_family(Target("cuda -arch=sm_80")) == "cuda-sm_80"
-    one, many = Target("llvm -num-cores=1"), Target("llvm -num-cores=2")
-    assert target_family(one) == target_family(many) == target_family(HOST)
-    assert str(HOST.num_cores) not in target_family(HOST).split("-")[-1].replace("avx512", "")
+    families = {target_family(Target(f"llvm -num-cores={n}")) for n in (1, 2, 3, 7, 64)}
+    assert families == {target_family(HOST)}       # the core count never enters the name
 
 
 def test_save_load_round_trip(root):
