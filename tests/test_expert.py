@@ -68,7 +68,8 @@ def test_unsupported_operators_say_what_exists():
         expert_trace(ops.conv2d(1, 3, 7, 6, 4, 3, 3, layout="NHWC"))
     with pytest.raises(SpaceError, match="llvm"):
         expert_trace(ops.gemm(8, 8, 8), "cuda")
-    assert SUPPORTED == ("gemm", "batch_matmul", "dense_bias_relu", "conv2d")
+    assert SUPPORTED == ("gemm", "batch_matmul", "dense_bias_relu", "conv2d",
+                         "conv2d_bias_relu", "gemm_bias_gelu")
 
 
 BENCH = r"""

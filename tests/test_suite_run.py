@@ -227,7 +227,7 @@ def test_fused_schedules_of_the_design_space_equal_numpy(name, kw, epilogue):
 
 
 def test_expert_has_no_schedule_for_the_new_ops_and_the_tuner_goes_on_without_it():
-    for name in ("conv2d_bias_relu", "gemm_bias_gelu", "layer_norm"):
+    for name in ("layer_norm",):    # the fused epilogues have one: tests/test_expert_epilogue.py
         wl = ops.get(name, **ops.registry[name].small)
         with pytest.raises(SpaceError, match="no expert schedule"):
             expert_trace(wl)

@@ -46,7 +46,8 @@ from .design_space import DesignSpace
 from .replay import producers_of
 from .rules.multi_level_tiling import padded_extent
 
-SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d")
+SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d", "conv2d_bias_relu",
+             "gemm_bias_gelu")
 OPERAND_REGISTERS = 4     # vector registers a micro-kernel leaves for B's loads and A's broadcast
 UNROLL_STEP = 64          # unroll the micro-kernel, keep the reduction loop a loop
 
@@ -65,6 +66,9 @@ def expert_trace(workload, target="llvm"):
                          "sample DesignSpace(workload, 'cuda') or tune")
     if name == "conv2d" and dict(workload.params)["layout"] != "NCHW":
         raise SpaceError("the conv2d expert schedule is written for the NCHW layout")
+    if name in ("conv2d_bias_relu", "gemm_bias_gelu"):   # the epilogue on the register tile
+        from .expert_epilogue import epilogue_trace
+        return epilogue_trace(workload, target)
     space = DesignSpace(workload, target)
     if name == "conv2d":
         try:   # the output channel vectorized, when the space offers it
