@@ -34,7 +34,7 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from . import versioning
+from . import tile_transpose, versioning
 from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
@@ -371,6 +371,8 @@ class StmtGen:
                 self.st.ranges[name] = saved
 
     def loop_kind(self, s: For) -> None:
+        if s.kind == "unrolled" and tile_transpose.try_emit(self, s):
+            return
         if s.kind == "unrolled" and s.extent * self.st.mod.memo(
                 "stores", s.body, lambda: emitted_stores(s.body)) <= unroll_budget(s.body):
             for i in range(s.extent):

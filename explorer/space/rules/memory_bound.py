@@ -12,7 +12,10 @@ What decides their speed is how they walk memory:
   tiled (sampled tile sizes) so that a tile's input and output lines stay in cache, the
   inner loop vectorized along the contiguous dimension of the write (the reads gather) or
   of the read (the writes scatter), or the input tile first copied into a local buffer
-  (contiguous vector loads) and gathered from there; parallel outer tiles;
+  (contiguous vector loads) and gathered from there, or (``register``) the write's
+  vector loop under an unrolled loop of as many rows, a square of one register per
+  row that the LLVM backend loads with contiguous vectors and transposes with
+  shuffles; parallel outer tiles;
 - row reduction (the innermost reduction loop contiguous): the reduction split into
   vectors and ``rfactor``-ed on the vector lane, so each row accumulates in one vector
   register and sums its lanes once at the end; parallel rows;
@@ -53,13 +56,16 @@ class MemoryBoundTiling(ScheduleRule):
     (elements per dimension); ``max_unroll``: the most vectors unrolled in an elementwise
     row; ``stage_transpose``: also offer the transpose that copies its input tile into a
     local buffer first; ``min_bytes``: apply only to functions whose parameters take
-    more bytes (None: the target's L1 size)."""
+    more bytes (None: the target's L1 size); ``register_transpose``: also offer the
+    transpose whose innermost square of lanes x lanes elements the LLVM backend
+    transposes in registers (``backends/llvm/tile_transpose.py``)."""
 
     def __init__(self, max_tile: int = 128, max_unroll: int = 8, stage_transpose: bool = True,
-                 min_bytes: int | None = None):
+                 min_bytes: int | None = None, register_transpose: bool = True):
         self.max_tile = max_tile
         self.max_unroll = max_unroll
         self.stage_transpose = stage_transpose
+        self.register_transpose = register_transpose
         self.min_bytes = min_bytes
 
     # ------------------------------------------------------------ when
@@ -192,37 +198,51 @@ class MemoryBoundTiling(ScheduleRule):
         names = [lp.var.name for lp in loops]
         if read_loop not in names[:-1]:
             return [self._elementwise(sch, block, None)]
-        out = []
+        lanes = self._lanes(func, name)
         variants = ["write", "read"] + (["stage"] if self.stage_transpose else [])
-        for variant in variants:
-            s = sch.copy()
-            b = s.get_block(name)
-            ls = s.get_loops(b)
-            w_lp, r_lp = ls[-1], ls[names.index(read_loop)]
-            others = [lp for lp in ls[:-1] if s.get(lp) != read_loop]
-            vec_lp, tile_lp = (r_lp, w_lp) if variant == "read" else (w_lp, r_lp)
-            lanes = self._lanes(s.func, name)
-            vo, vv = self._vector_split(s, vec_lp, lanes)
-            t_outer, t_inner = s.split(tile_lp, s.sample_perfect_tile(
-                tile_lp, n=2, max_innermost_factor=self.max_tile))
-            if vo is not None:
-                v_outer, v_mid = s.split(vo, s.sample_perfect_tile(
-                    vo, n=2, max_innermost_factor=max(1, self.max_tile // lanes)))
-                s.reorder(*others, t_outer, v_outer, t_inner, v_mid, vv)
-                tile_top = v_outer
-            else:
-                s.reorder(*others, t_outer, t_inner, vv)
-                tile_top = t_outer
-            s.vectorize(vv)
-            self._parallel_outer(s, others + [t_outer])
-            if variant == "stage":
-                c = s.cache_read(b, _read_index(s.func, name), "local")
-                s.compute_at(c, tile_top)
-                s.vectorize(s.get_loops(c)[-1])
-                s.annotate(c, _MARK, 1)
-            s.annotate(b, _MARK, 1)
-            out.append(s)
-        return out
+        if self.register_transpose and min(loops[-1].extent,
+                                           loops[names.index(read_loop)].extent) >= lanes:
+            variants.insert(0, "register")
+        return [self._transpose_variant(sch.copy(), name, names.index(read_loop), variant,
+                                        lanes) for variant in variants]
+
+    def _transpose_variant(self, s, name: str, read_at: int, variant: str, lanes: int):
+        """One tiled transpose: the loop along the write's (or, ``read``, the read's) last
+        dimension split into vectors, the other loop into tiles; ``register`` also splits
+        off a square of ``lanes`` rows, unrolled right outside the vector loop (the
+        backend transposes it in registers); ``stage`` copies the input tile first."""
+        b = s.get_block(name)
+        ls = s.get_loops(b)
+        w_lp, r_lp = ls[-1], ls[read_at]
+        others = [lp for i, lp in enumerate(ls[:-1]) if i != read_at]
+        vec_lp, tile_lp = (r_lp, w_lp) if variant == "read" else (w_lp, r_lp)
+        vo, vv = self._vector_split(s, vec_lp, lanes)
+        square = None
+        if variant == "register":
+            tile_lp, square = s.split(tile_lp, [None, lanes])
+        t_outer, t_inner = s.split(tile_lp, s.sample_perfect_tile(
+            tile_lp, n=2, max_innermost_factor=max(1, self.max_tile // (lanes if square
+                                                                        else 1))))
+        inner = [square, vv] if square is not None else [vv]
+        if vo is not None:
+            v_outer, v_mid = s.split(vo, s.sample_perfect_tile(
+                vo, n=2, max_innermost_factor=max(1, self.max_tile // lanes)))
+            s.reorder(*others, t_outer, v_outer, t_inner, v_mid, *inner)
+            tile_top = v_outer
+        else:
+            s.reorder(*others, t_outer, t_inner, *inner)
+            tile_top = t_outer
+        s.vectorize(vv)
+        if square is not None:
+            s.unroll(square)
+        self._parallel_outer(s, others + [t_outer])
+        if variant == "stage":
+            c = s.cache_read(b, _read_index(s.func, name), "local")
+            s.compute_at(c, tile_top)
+            s.vectorize(s.get_loops(c)[-1])
+            s.annotate(c, _MARK, 1)
+        s.annotate(b, _MARK, 1)
+        return s
 
 
 _MARK = "explorer.memory_bound"

@@ -1,0 +1,125 @@
+"""Register tile transpose: an unrolled square tile of a transposed read, in shuffles.
+
+A transpose vectorized along its write gathers its read: each lane of
+``B[i0 + u, j0 + v] = A[j0 + v, i0 + u]`` (``v`` the vector lane) reads another row
+of ``A``, one ``vgatherdps`` per vector, about 3 cycles an element on Zen 5 where a
+copy costs 0.4. When the loop around the vector loop is unrolled and as long as
+the vector (``u`` and ``v`` both ``n`` long, one register of ``n`` lanes), the
+tile's reads are ``n`` contiguous rows of ``A`` instead: this module loads them
+as ``n`` vectors (lane = ``u``), transposes them in registers with ``n log2 n``
+two-source shuffles (``transpose_rows``), and emits the unrolled stores with the
+read replaced by the ``u``-th column::
+
+    for u in unrolled(n):            rows[k] = A[j0 + k, i0 : i0 + n]     (k < n)
+      for v in vectorized(n):   ->   cols    = transpose_rows(rows)
+        B[i0+u, j0+v] = A[j0+v, i0+u]  B[i0 + u, j0 : j0 + n] = cols[u]     (u < n)
+
+The tile reads and writes exactly the elements the loops did, so bounds are as
+safe as before. A read that is transposed (lane coefficient along ``v`` not 0 or
+1, and 1 along ``u``) is replaced; every other part of the stored value is
+emitted as usual. Anything else (a guard, a lane mask, a tile that is not one
+register square, several statements) is left to the ordinary emitter.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ...ir.expr import BufferLoad
+from ...ir.functor import collect_loads
+from ...ir.stmt import BufferStore, For
+from .analysis import flat_coeff, has_unsafe, vectorize_blocker
+from .exprgen import ExprEmitter
+from .types import ELEM_BYTES, I32, I64
+
+
+def transpose_rows(b: ir.IRBuilder, rows: list) -> list:
+    """The columns of an n x n tile held as ``n`` vectors of ``n`` lanes (n a power of
+    two): ``out[j][k] == rows[k][j]``. log2(n) stages; stage ``s`` swaps bit ``s`` of
+    the row index with bit ``s`` of the lane (the off-diagonal s x s blocks of every
+    2s x 2s block trade places), each output one shuffle of two inputs."""
+    n = len(rows)
+    out = list(rows)
+    s = 1
+    while s < n:
+        nxt = list(out)
+        for i in range(n):
+            if i & s:
+                continue
+            lo = [k if not k & s else n + k - s for k in range(n)]
+            hi = [k + s if not k & s else n + k for k in range(n)]
+            nxt[i] = b.shuffle_vector(out[i], out[i + s], _mask(lo))
+            nxt[i + s] = b.shuffle_vector(out[i], out[i + s], _mask(hi))
+        out, s = nxt, 2 * s
+    return out
+
+
+def _mask(idx: list) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I32, len(idx)), idx)
+
+
+class _ColumnEmitter(ExprEmitter):
+    """An emitter that answers the tile's transposed reads with precomputed columns."""
+
+    def __init__(self, fn, lane: str, lanes: int, columns: dict):
+        super().__init__(fn, lane=lane, lanes=lanes)
+        self.columns = columns
+
+    def emit(self, e, mask=None):
+        if type(e) is BufferLoad:
+            col = self.columns.get(e)
+            if col is not None:
+                return col
+        return super().emit(e, mask)
+
+
+def tile_of(gen, s: For):
+    """(vector loop, store, transposed reads) when unrolled loop ``s`` is such a tile,
+    else None."""
+    inner = s.body
+    if (s.kind != "unrolled" or gen.mask is not None or not isinstance(inner, For)
+            or inner.kind != "vectorized" or inner.extent != s.extent
+            or not isinstance(inner.body, BufferStore)):
+        return None
+    n, store = s.extent, inner.body
+    if n < 2 or n & (n - 1) or gen.st.mod.memo("blocker", inner,
+                                              lambda: vectorize_blocker(inner)) is not None:
+        return None
+    u, v = s.var.name, inner.var.name
+    if flat_coeff(store.buffer.shape, store.indices, v) != 1:
+        return None
+    reads = []
+    for ld in collect_loads(store.value):
+        if ld in reads:
+            continue
+        if (flat_coeff(ld.buffer.shape, ld.indices, v) not in (None, 0, 1)
+                and flat_coeff(ld.buffer.shape, ld.indices, u) == 1):
+            if any(has_unsafe(i) for i in ld.indices):
+                return None
+            if n * ELEM_BYTES[ld.buffer.dtype] * 8 > max(gen.st.mod.target.vector_bits, 128):
+                return None     # a row wider than one register
+            reads.append(ld)
+    return (inner, store, reads) if reads else None
+
+
+def try_emit(gen, s: For) -> bool:
+    """Emit unrolled loop ``s`` as a register tile transpose when it is one (see the
+    module docstring); False (nothing emitted) otherwise."""
+    tile = gen.st.mod.memo("tile transpose", s, lambda: tile_of(gen, s))
+    if tile is None:
+        return False
+    inner, store, reads = tile
+    n, u, v = s.extent, s.var.name, inner.var.name
+    gen.st.mod.vectorized_loops[v] = "vector"
+    columns = {ld: [] for ld in reads}
+    row_ex = ExprEmitter(gen.st, lane=u, lanes=n)
+    for ld in reads:
+        rows = []
+        for k in range(n):
+            gen.with_var(u, ir.Constant(I64, 0), lambda: gen.with_var(
+                v, ir.Constant(I64, k), lambda: rows.append(row_ex.emit(ld))))
+        columns[ld] = transpose_rows(gen.b, rows)
+    for j in range(n):
+        ex = _ColumnEmitter(gen.st, v, n, {ld: cols[j] for ld, cols in columns.items()})
+        gen.with_var(u, ir.Constant(I64, j), lambda: gen.with_var(
+            v, ir.Constant(I64, 0), lambda: gen.store(store, ex)))
+    return True
