@@ -1,4 +1,12 @@
-"""Vector math through glibc's libmvec (``_ZGVeN16v_expf`` and friends).
+"""Vector math: an inlined float32 exp, and glibc's libmvec (``_ZGVeN16v_expf`` and
+friends) for the rest.
+
+``exp_f32`` emits exp of a float32 vector inline (Cephes' expf: a Cody-Waite
+reduction by ln 2 and a degree-6 polynomial, within 2 ulp of libm over the whole
+range, subnormal results, overflow to inf, NaN kept). Inline, it costs about 15
+vector instructions and no call: a libmvec call clobbers every vector register
+(all are caller-saved), so each call in a loop spills and reloads the loop's vectors
+and keeps LLVM from interleaving the exps of an unrolled row.
 
 LLVM lowers ``llvm.exp.v16f32`` to sixteen scalar ``expf`` calls. glibc ships
 vector versions of exp, log and tanh for SSE, AVX2 and AVX-512 in libmvec;
@@ -11,8 +19,10 @@ from __future__ import annotations
 import functools
 
 import llvmlite.binding as llvm
+import llvmlite.ir as ir
 
 from .runtime import load_library
+from .types import F32, I32, lanes_of, splat_const
 
 # Vector function ABI ISA letter and register width (bits) per instruction set.
 _ISAS = (("e", 512, "+avx512f"), ("d", 256, "+avx2"))
@@ -39,3 +49,51 @@ def vector_function(op: str, bits: int, features: str, is_host: bool):
             if llvm.address_of_symbol(symbol):
                 return symbol, lanes
     return None
+
+
+# Cephes expf: exp(x) = 2**n * exp(r), r = x - n ln2 (ln2 in two parts, the first exact
+# in few bits so that n * _LN2_HI is exact), exp(r) = 1 + r + r^2 P(r) on |r| <= ln2 / 2.
+_LOG2E = 1.44269504088896341
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+         1.6666665459e-1, 5.0000001201e-1)
+# exp(x) is inf above 88.73 and rounds to 0 below -103.98: the clamped range keeps n
+# within [-150, 129], whose halves are both normal exponents (see ``_scale``).
+_X_MIN, _X_MAX = -104.0, 89.0
+_FLAGS = ("contract",)
+
+
+def exp_f32(b: ir.IRBuilder, x: ir.Value, declare) -> ir.Value:
+    """exp of a float32 vector ``x``, inline (see the module docstring). ``declare(name,
+    ret, args)`` declares an intrinsic in the module."""
+    vt = x.type
+    c = (lambda v: splat_const(vt, v))
+    xc = b.select(b.fcmp_ordered("<", x, c(_X_MIN)), c(_X_MIN), x)
+    xc = b.select(b.fcmp_ordered(">", xc, c(_X_MAX)), c(_X_MAX), xc)
+    rint = declare(f"llvm.rint.v{lanes_of(x)}f32", vt, [vt])
+    n = b.call(rint, [b.fmul(xc, c(_LOG2E), flags=_FLAGS)])
+    r = b.fsub(xc, b.fmul(n, c(_LN2_HI), flags=_FLAGS), flags=_FLAGS)
+    r = b.fsub(r, b.fmul(n, c(_LN2_LO), flags=_FLAGS), flags=_FLAGS)
+    p = c(_POLY[0])
+    for k in _POLY[1:]:
+        p = b.fadd(b.fmul(p, r, flags=_FLAGS), c(k), flags=_FLAGS)
+    r2 = b.fmul(r, r, flags=_FLAGS)
+    y = b.fadd(b.fadd(b.fmul(p, r2, flags=_FLAGS), r, flags=_FLAGS), c(1.0), flags=_FLAGS)
+    y = _scale(b, y, b.fptosi(n, ir.VectorType(I32, lanes_of(x))))
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+
+def _scale(b: ir.IRBuilder, y: ir.Value, n: ir.Value) -> ir.Value:
+    """y * 2**n for n in [-150, 129], as two multiplications by normal powers of two
+    (n // 2 and the rest), so that results below the normal range round to subnormals
+    and results past it to inf, as libm's do."""
+    half = b.ashr(n, splat_const(n.type, 1))
+    for k in (half, b.sub(n, half)):
+        bits = b.shl(b.add(k, splat_const(n.type, 127)), splat_const(n.type, 23))
+        y = b.fmul(y, b.bitcast(bits, y.type))
+    return y
+
+
+def inline_exp(op: str, x: ir.Value) -> bool:
+    """Is ``op`` on ``x`` emitted inline (``exp_f32``)? exp of float32 vectors."""
+    return op == "exp" and lanes_of(x) > 1 and x.type.element == F32
