@@ -61,11 +61,13 @@ class MemoryBoundTiling(ScheduleRule):
     transposes in registers (``backends/llvm/tile_transpose.py``)."""
 
     def __init__(self, max_tile: int = 128, max_unroll: int = 8, stage_transpose: bool = True,
-                 min_bytes: int | None = None, register_transpose: bool = True):
+                 min_bytes: int | None = None, register_transpose: bool = True,
+                 max_accumulators: int = 4):
         self.max_tile = max_tile
         self.max_unroll = max_unroll
         self.stage_transpose = stage_transpose
         self.register_transpose = register_transpose
+        self.max_accumulators = max_accumulators
         self.min_bytes = min_bytes
 
     # ------------------------------------------------------------ when
@@ -165,12 +167,20 @@ class MemoryBoundTiling(ScheduleRule):
         loops = sch.get_loops(block)
         k = loops[-1]
         n_spatial = len(loops) - 1
-        if A.loop_node(sch, k).extent > lanes:
-            _, kv = sch.split(k, [None, lanes])
+        extent = A.loop_node(sch, k).extent
+        rf = rf2 = None
+        if extent > lanes:
+            widths = [lanes * a for a in _powers_of_two(self.max_accumulators)
+                      if lanes * a * 4 <= extent] or [lanes]
+            width = widths[0] if len(widths) == 1 else sch.sample_categorical(
+                widths, [1.0 / len(widths)] * len(widths))
+            _, kv = sch.split(k, [None, width])
             r, _ = find_block(sch.func, name)
             rf = sch.rfactor(kv, r.block.body.buffer.ndim)
-        else:
-            rf = None
+            if len(widths) > 1 or widths[0] > lanes:
+                # the block now sums the accumulators: vectors first, lanes last
+                _, kl = sch.split(sch.get_loops(block)[-1], [None, lanes])
+                rf2 = sch.rfactor(kl, r.block.body.buffer.ndim)
         if row is not None:
             sch.compute_at(block, row)
             anchor = row
@@ -179,17 +189,33 @@ class MemoryBoundTiling(ScheduleRule):
             if spatial:
                 self._parallel_outer(sch, spatial)
             anchor = sch.get_loops(block)[0] if spatial else None
-        if rf is not None:
+        for b, accumulators in ((rf2, False), (rf, rf2 is not None)):   # consumer first
+            if b is None:
+                continue
             if anchor is not None:
-                sch.compute_at(rf, anchor)
-            rl = sch.get_loops(rf)
-            # compute_at puts spatial loops first: ..., lane (S), k outer (R)
-            lane, ko = rl[-2], rl[-1]
-            sch.reorder(ko, lane)
-            sch.vectorize(lane)
-            sch.annotate(rf, _MARK, 1)
+                sch.compute_at(b, anchor)
+            self._vector_lanes(sch, b, lanes, accumulators)
         sch.annotate(block, _MARK, 1)
         return sch
+
+    @staticmethod
+    def _vector_lanes(sch, rf, lanes: int, accumulators: bool) -> None:
+        """The rfactor block's lane loop innermost and vectorized; with ``accumulators``,
+        the lane loop (a sampled multiple of ``lanes``) is split into unrolled vectors of
+        ``lanes`` (independent accumulators, so consecutive adds do not wait for each
+        other; split whatever the sample, so that every decision replays the same
+        steps)."""
+        rl = sch.get_loops(rf)
+        # compute_at puts spatial loops first: ..., lane (S), k outer (R)
+        lane, ko = rl[-2], rl[-1]
+        if accumulators:
+            acc, lane = sch.split(lane, [None, lanes])
+            sch.reorder(ko, acc, lane)
+            sch.unroll(acc)
+        else:
+            sch.reorder(ko, lane)
+        sch.vectorize(lane)
+        sch.annotate(rf, _MARK, 1)
 
     def _transpose(self, sch, block) -> list:
         func, name = sch.func, sch.get(block)
@@ -246,6 +272,14 @@ class MemoryBoundTiling(ScheduleRule):
 
 
 _MARK = "explorer.memory_bound"
+
+
+def _powers_of_two(n: int) -> list:
+    out, a = [], 1
+    while a <= n:
+        out.append(a)
+        a *= 2
+    return out
 
 
 def _nbytes(buf) -> int:
