@@ -5,13 +5,13 @@ checked against numpy, for the host and (on an AVX-512 host) an AVX2 target, wit
 tile's lanes read from the target."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from explorer import Schedule, build, ops, te
+from explorer import Schedule, ops, te
 from explorer.space import DesignSpace
 from explorer.workload import Workload
 from host_targets import host_and_avx2
+from test_llvm_gather import run_checked
 
 TARGETS = host_and_avx2()
 IDS = [f"{t.vector_lanes}lanes" for t in TARGETS]
@@ -31,14 +31,6 @@ def tiled(wl, rows: int, lanes: int, unroll: bool = True) -> Schedule:
     sch.vectorize(cv)
     sch.parallel(ro)
     return sch
-
-
-def run_checked(wl, sch, target):
-    kernel = build(sch, target)
-    args = wl.make_args(seed=5)
-    kernel(*args)
-    wl.check(args)
-    return kernel
 
 
 def transpose_plus(M: int, N: int) -> Workload:
