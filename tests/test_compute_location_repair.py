@@ -7,8 +7,6 @@ decisions index. Before the repair 12 of 54 direct mutations of a 16x64 softmax
 did not replay. Every child here must replay, pass postprocessing and equal numpy."""
 import random
 
-import numpy as np
-
 from explorer import Target, build, ops
 from explorer.schedule import Schedule
 from explorer.space import DesignSpace
@@ -18,11 +16,9 @@ from explorer.space.replay import replay
 WL = ops.softmax(16, 64)
 TARGET = Target("llvm")
 
-
 def _locations(trace):
     return {i: d for i, d in trace.decisions.items()
             if trace.insts[i].kind == "sample_compute_location"}
-
 
 def test_every_direct_mutation_of_a_softmax_replays():
     space = DesignSpace(WL, TARGET)
@@ -44,13 +40,11 @@ def test_every_direct_mutation_of_a_softmax_replays():
         build(space.apply(child), TARGET)(*args)
         WL.check(args, rtol=1e-4, atol=1e-6)
 
-
 def test_repair_leaves_a_trace_that_replays_unchanged():
     space = DesignSpace(WL, TARGET)
     trace = space.design_trace(space.sample(1, seed=3)[0].trace)
     first = min(_locations(trace))
     assert repair(trace, first, random.Random(0), WL).decisions == trace.decisions
-
 
 def test_repair_is_seeded():
     space = DesignSpace(WL, TARGET)
