@@ -152,3 +152,57 @@ def test_padded_loop_is_tiled_over_its_padded_extent():
     assert tiles and {t.vector_extent for t in tiles} == {224, 32}
     sch = space.sample(1, seed=2)[0]
     check_on_interp(sch, wl)
+
+
+def _panels(space, sch) -> list:
+    sk = space.sketches[space.sketch_of(sch.trace)].trace
+    return [p for t in register_tiles(sk, space.func, space.target) for p in t.panels]
+
+
+def test_packed_panel_is_read_from_the_sketch_and_the_target():
+    """The packed copy of B (the read cache at the column tile's loop) spans the whole
+    reduction and the columns inside that loop; it fits within half the target's L2."""
+    wl = ops.gemm(1024, 1024, 1024)
+    space = DesignSpace(wl, AVX512)
+    sketches = space.sketches
+    packed = [sk for sk in sketches if any(i.kind == "cache_read" for i in sk.trace.insts)]
+    assert packed and len(packed) < len(sketches)
+    for sk in sketches:
+        (tile,) = register_tiles(sk.trace, space.func, AVX512)
+        assert len(tile.panels) == any(sk is p for p in packed)
+    (tile,) = register_tiles(packed[0].trace, space.func, AVX512)
+    (panel,) = tile.panels
+    i, j, k = sorted(tile.tiles)
+    d = {i: [1, 256, 1, 4], j: [16, 1, 1, 64], k: [16, 64]}    # the expert's tiles
+    assert panel.buffer == "B" and panel.footprint(d) == 1024 * 64 * 4
+    assert panel.budget == AVX512.l2_bytes // 2 and tile.fits(d)
+    d[j] = [1, 4, 4, 64]          # the copy at a loop of one iteration: all of B
+    assert panel.footprint(d) == 1024 * 1024 * 4 and not tile.fits(d)
+    d[k] = [1024, 1]              # the reduction is inside the copy's loop either way
+    assert panel.footprint(d) == 1024 * 1024 * 4
+    small = Target("llvm -mcpu=skylake-avx512 -num-cores=2", vector_bits=512,
+                   l2_bytes=256 * 1024)
+    (tile,) = register_tiles(packed[0].trace, space.func, small)
+    assert not tile.fits({i: [1, 256, 1, 4], j: [16, 1, 1, 64], k: [16, 64]})
+
+
+def test_packed_draws_fit_their_panel_in_the_l2():
+    wl = ops.gemm(64, 256, 128)
+    target = Target("llvm -mcpu=skylake-avx512 -num-cores=2", vector_bits=512,
+                    l2_bytes=64 * 1024)      # a panel of at most 32 KiB: 64 columns
+    space = DesignSpace(wl, target)
+    draws = [s for s in space.sample(40, seed=1) if _panels(space, s)]
+    fit = [all(p.fits(s.trace.decisions) for p in _panels(space, s)) for s in draws]
+    assert len(draws) >= 10 and sum(fit) >= 0.6 * len(draws)
+    rng = random.Random(0)      # uniform tilings of the same sketches: how often by chance
+    sk = next(sk for sk in space.sketches if any(i.kind == "cache_read" for i in sk.trace.insts))
+    (tile,) = register_tiles(sk.trace, space.func, target)
+    chance = 0
+    for _ in range(300):
+        d = {}
+        for i, ext in tile.tiles.items():
+            opts = perfect_tilings(ext, *sk.trace.insts[i].inputs[1:3])
+            d[i] = list(opts[rng.randrange(len(opts))])
+        chance += tile.panels[0].fits(d)
+    assert sum(fit) / len(draws) > chance / 300
+    check_on_interp(draws[fit.index(True)], wl)

@@ -16,11 +16,15 @@ from explorer.space.mutators import (MutateComputeLocation, MutateParallel,
 from explorer.space.mutators.gpu_limits import GPUTilingLimits
 from explorer.space.mutators.unroll import categorical_uses
 from explorer.space.postprocs.verify_gpu import footprints
+from explorer.space.register_tiles import register_tiles
 from explorer.space.replay import with_input
 from explorer.space.validate import check_on_interp
 
 CPU = Target("llvm -num-cores=2")
 GPU = Target("cuda")
+# every field given: the same lanes and registers on any host
+AVX512 = Target("llvm -mcpu=skylake-avx512 -num-cores=2", vector_bits=512)
+AVX2 = Target("llvm -mcpu=haswell -num-cores=2", vector_bits=256)
 
 
 def changed(a, b) -> list:
@@ -297,7 +301,90 @@ def test_gpu_limits_agree_with_verify_gpu_code(wl):
 
 
 def test_cpu_mutations_are_unchanged_by_the_target():
+    """Without the register tiles, a CPU target changes no move (the GPU limits are
+    GPU-only); with them (the default) the moves differ."""
     sp = DesignSpace(ops.gemm(64, 48, 32), CPU)
     design = sp.design_trace(sp.sample(1, seed=1)[0].trace)
-    assert ([c.decisions for c in children(sp.mutators[0][0], design, sp.workload, 20)]
-            == [c.decisions for c in children(MutateTileSize(), design, sp.workload, 20)])
+    plain = MutateTileSize(keep_register_tile=False)
+    plain.initialize(CPU)
+    want = [c.decisions for c in children(MutateTileSize(), design, sp.workload, 20)]
+    assert [c.decisions for c in children(plain, design, sp.workload, 20)] == want
+    assert [c.decisions for c in children(sp.mutators[0][0], design, sp.workload, 20)] != want
+
+
+# ------------------------------------------------------------ CPU register tiles
+
+def cpu_mutator(target, keep=True) -> MutateTileSize:
+    m = MutateTileSize(keep_register_tile=keep)
+    m.initialize(target)
+    return m
+
+
+def fitting(sp, trace) -> bool:
+    regs = register_tiles(sp.design_trace(trace), sp.func, sp.target)
+    return bool(regs) and all(r.fits(trace.decisions) for r in regs)
+
+
+def fit_shares(sp, parents, keep, per_parent=12) -> tuple:
+    """(share of the children of fitting parents that fit, of unfitting parents)."""
+    m, rng = cpu_mutator(sp.target, keep), random.Random(3)
+    counts = {True: [0, 0], False: [0, 0]}
+    for p in parents:
+        trace = sp.design_trace(p.trace)
+        for _ in range(per_parent):
+            child = m.apply(trace, rng, sp.workload)
+            if child is not None:
+                c = counts[fitting(sp, trace)]
+                c[0] += 1
+                c[1] += fitting(sp, child)
+    return tuple(c[1] / c[0] if c[0] else None for c in (counts[True], counts[False]))
+
+
+@pytest.mark.parametrize("target", [AVX512, AVX2], ids=["avx512", "avx2"])
+@pytest.mark.parametrize("wl", [ops.gemm(64, 128, 32),
+                                ops.conv2d(N=1, C=8, H=14, W=14, K=32, R=3, S=3, padding=1)],
+                         ids=["gemm", "conv2d"])
+def test_tile_size_keeps_a_fitting_register_tile(wl, target):
+    """A child of a parent whose register tile fits the registers fits too; uniform moves
+    (the mutator as it was) put some children out of them. A parent that does not fit
+    gets a move that makes it fit more often than uniform moves give one."""
+    sp = DesignSpace(wl, target)
+    parents = sp.sample(16, seed=0)
+    kept, toward = fit_shares(sp, parents, keep=True)
+    drift, by_chance = fit_shares(sp, parents, keep=False)
+    assert kept == 1.0 and drift < 0.97
+    if toward is not None:
+        assert toward > by_chance
+    m, rng = cpu_mutator(target), random.Random(0)
+    for n, p in enumerate(parents[:2]):     # each child computes what numpy does
+        child = sp.apply(m.apply(sp.design_trace(p.trace), rng, wl))
+        assert child is not None, sp.last_error
+        check_on_interp(child, wl, seed=n)
+
+
+def test_register_tile_is_reshaped_within_the_budget():
+    """From the expert's shape (4 rows x 4 vectors: 16 accumulators of AVX-512's 32) the
+    trades reach other shapes of the tile (8 x 2 vectors...) in one mutation, every one
+    within the budget, and the loop extents kept."""
+    wl = ops.gemm(64, 256, 32)
+    sp = DesignSpace(wl, AVX512)
+    trace = sketch_with_write_cache(sp, 2, packed=True)
+    tiles = [i for i in trace.sampling_indices() if trace.insts[i].kind == "sample_perfect_tile"]
+    i, j, k = tiles
+    trace = (trace.with_decision(i, [1, 16, 1, 4]).with_decision(j, [4, 1, 1, 64])
+             .with_decision(k, [2, 16]))
+    (reg,) = register_tiles(trace, sp.func, AVX512)
+    assert reg.fits(trace.decisions) and reg.accumulators(trace.decisions) == 16
+    m, shapes = cpu_mutator(AVX512), set()
+    for s in range(200):
+        child = m.apply(trace, random.Random(s), wl)
+        assert math.prod(child.decisions[i]) == 64 and math.prod(child.decisions[j]) == 256
+        assert reg.fits(child.decisions)
+        shapes.add((child.decisions[i][-1], child.decisions[j][-1]))
+    # both factors changed in one step: only a trade does that
+    assert {(8, 32), (2, 128)} & shapes
+    assert len(shapes) >= 4
+    traded = [c for c in (m.apply(trace, random.Random(s), wl) for s in range(40))
+              if c.decisions[i][-1] != 4 and c.decisions[j][-1] != 64]
+    assert traded       # a reshaped tile computes what numpy does
+    check_on_interp(sp.apply(traded[0]), wl)

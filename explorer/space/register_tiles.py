@@ -32,6 +32,7 @@ import random
 import weakref
 
 from ..errors import ExplorerError
+from ..ir.arith import linear_form
 from ..schedule.sampling import perfect_tilings
 from ..schedule.tree import find_block
 from . import analysis as A
@@ -62,10 +63,11 @@ class RegisterTile:
     accumulators (``low``) and the vector registers (``high``) of the target."""
 
     def __init__(self, name: str, parts: list, tiles: dict, lanes: int, low: int, high: int,
-                 vector_extent: int):
+                 vector_extent: int, panels: tuple = ()):
         self.name, self.parts, self.tiles = name, parts, tiles
         self.lanes, self.low, self.high = lanes, low, high
         self.vector_extent = vector_extent   # extent the vectorized loop's tiling tiles
+        self.panels = tuple(panels)          # the block's packed copies (PackedPanel)
 
     def accumulators(self, decisions: dict) -> int:
         *outer, vec = self.parts
@@ -75,11 +77,50 @@ class RegisterTile:
         return n
 
     def fits(self, decisions: dict) -> bool:
+        """The tile fits the vector registers and every packed panel of the block its
+        share of the L2 (``PackedPanel.fits``)."""
         vec = self.parts[-1].factor(decisions)
         if self.vector_extent % self.lanes == 0 and vec % self.lanes:
             return False
         operands = -(-vec // self.lanes) + 1     # a row of vector loads, one broadcast
-        return self.low <= self.accumulators(decisions) <= self.high - operands
+        return (self.low <= self.accumulators(decisions) <= self.high - operands
+                and all(p.fits(decisions) for p in self.panels))
+
+
+class PackedPanel:
+    """The packed copy of an input (multi-level tiling's read cache, computed at a loop
+    of the tiling): the region of the buffer the loops inside that loop read is copied
+    once per iteration of the loops outside it, and the kernel streams the copy from
+    the L2. It fits when it takes at most ``share`` of the target's L2: measured on gemm
+    1024^3 (AVX-512, 1 MiB L2, the expert's other decisions) a 256 KiB panel (64
+    columns) ran at the expert's speed, 512 KiB at 0.9 of it, 1 MiB at 0.7, the whole
+    of B (4 MiB: the copy at a loop of one iteration) at 0.35. ``dims``: per dimension
+    of the buffer, (iteration variable index, |coefficient|) pairs of its index."""
+
+    def __init__(self, buffer: str, dims: list, inner: list, item_bytes: int, budget: int,
+                 shape: tuple):
+        self.buffer, self.dims, self.inner = buffer, dims, inner
+        self.item_bytes, self.budget, self.shape = item_bytes, budget, shape
+
+    def footprint(self, decisions: dict) -> int:
+        """Bytes of the copy: per dimension, the span its index takes over the loops
+        inside the copy's loop (``1 + sum |c| (extent - 1)``, at most the dimension)."""
+        extent: dict = {}
+        for part in self.inner:
+            extent[part.var] = extent.get(part.var, 1) * part.factor(decisions)
+        n = self.item_bytes
+        for terms, size in zip(self.dims, self.shape):
+            n *= min(size, 1 + sum(c * (extent.get(v, 1) - 1) for v, c in terms))
+        return n
+
+    def fits(self, decisions: dict) -> bool:
+        """At most the budget; True while a tiling it depends on has no decision."""
+        if any(p.inst is not None and p.inst not in decisions for p in self.inner):
+            return True
+        return self.footprint(decisions) <= self.budget
+
+
+PANEL_SHARE = 0.5       # share of the L2 a packed panel may take
 
 
 def register_tiles(trace, func, target) -> list:
@@ -105,7 +146,7 @@ def register_tiles(trace, func, target) -> list:
         lanes = max(1, bits // (8 * _BYTES.get(block.body.buffer.dtype, 4)))
         tiles = {p.inst: seen.extent_of[p.inst] for p in order if p.inst is not None}
         out.append(RegisterTile(name, parts, tiles, lanes, max(1, regs // 4), regs,
-                                tiles[parts[-1].inst]))
+                                tiles[parts[-1].inst], seen.panels_of(name, order, target)))
     return out
 
 
@@ -121,6 +162,8 @@ class _Follower:
         self.factor_of: dict = {}   # ExprRV -> (sample_perfect_tile index, position)
         self.extent_of: dict = {}   # sample_perfect_tile index -> extent it tiles
         self.last_order: dict = {}  # block name -> [_Part] of its last reorder
+        self.reads: dict = {}       # BlockRV of a read cache -> (block name, read index)
+        self.copies: list = []      # (block name, read index, _Part of the copy's loop)
 
     def get_block(self, idx, inp, out):
         self.blocks[out[0]] = inp[0]
@@ -162,11 +205,58 @@ class _Follower:
             for lp, (i, pos) in zip(out, facs):
                 self.loop_part[lp] = (name, _Part(whole.var, whole.kind, i, pos, 0))
 
+    def cache_read(self, idx, inp, out):
+        name = self.blocks.get(inp[0])
+        if name in self.tiled and out:
+            self.reads[out[0]] = (name, inp[1])
+
+    def compute_at(self, idx, inp, out):
+        if inp[0] in self.reads and inp[1] in self.loop_part:
+            name, index = self.reads[inp[0]]
+            at_name, part = self.loop_part[inp[1]]
+            if at_name == name:
+                self.copies.append((name, index, part))
+
+    def panels_of(self, name: str, order: list, target) -> list:
+        """The ``PackedPanel`` of each read cache of block ``name`` computed at one of the
+        loops of its last reorder ``order``."""
+        block = self.tiled[name]
+        names = {iv.var.name: n for n, iv in enumerate(block.iter_vars)}
+        budget = int(PANEL_SHARE * (getattr(target, "l2_bytes", 0) or 0))
+        out = []
+        for bname, index, part in self.copies:
+            reads = block.reads()
+            if bname != name or index >= len(reads) or part not in order or budget <= 0:
+                continue
+            buf = reads[index]
+            dims = _index_terms(block.read_indices(buf)[0], names)
+            if dims is None:
+                continue
+            out.append(PackedPanel(buf.name, dims, order[order.index(part) + 1:],
+                                   _BYTES.get(buf.dtype, 4), budget, tuple(buf.shape)))
+        return out
+
     def reorder(self, idx, inp, out):
         if inp and all(lp in self.loop_part for lp in inp):
             names = {self.loop_part[lp][0] for lp in inp}
             if len(names) == 1:
                 self.last_order[names.pop()] = [self.loop_part[lp][1] for lp in inp]
+
+
+def _index_terms(indices, names: dict):
+    """Per index, [(iteration variable index, |coefficient|)] of its linear form; None
+    when one is not linear in the block's variables."""
+    out = []
+    for e in indices:
+        terms, _ = linear_form(e)
+        dim = []
+        for atom, c in terms.items():
+            n = names.get(getattr(atom, "name", None))
+            if n is None or not isinstance(c, int):
+                return None
+            dim.append((n, abs(c)))
+        out.append(dim)
+    return out
 
 
 def sample_register_tiles(sketch, func, target, seed: int, draws: int = DRAWS,
