@@ -85,7 +85,9 @@ def test_vectorized_contiguous(lanes):
     widest = lanes if lanes <= 64 else kern.compiled.chunk_lanes
     hw = kern.target.vector_bits // 32
     tail = widest % hw     # a tail that is no power of two: one masked pass (test_masked_tail)
-    width = widest // hw * hw or (1 << tail.bit_length() if tail & (tail - 1) else tail)
+    main = widest // hw * hw   # in passes of a power-of-two number of registers, largest first
+    width = (1 << main.bit_length() - 1 if main else
+             1 << tail.bit_length() if tail & (tail - 1) else tail)
     assert f"<{width} x float>" in kern.llvm_ir
 
 
@@ -94,7 +96,8 @@ def test_vector_pieces_have_legal_widths():
     assert vector_pieces(0, 28, 16) == [(0, 16), (16, 8), (24, 4)]
     assert vector_pieces(0, 64, 16) == [(0, 64)]
     assert vector_pieces(32, 7, 16) == [(32, 4), (36, 2), (38, 1)]
-    assert vector_pieces(0, 24, 8) == [(0, 24)]
+    assert vector_pieces(0, 24, 8) == [(0, 16), (16, 8)]     # 3 ymm: 2 + 1
+    assert vector_pieces(0, 48, 16) == [(0, 32), (32, 16)]   # 3 zmm: 2 + 1
 
 
 def test_long_vectorized_loop_in_chunks_with_gathers_and_tail_masks():
