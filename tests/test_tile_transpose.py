@@ -87,3 +87,14 @@ def test_memory_bound_space_offers_the_register_tile(target):
         if gathers(kernel) == 0 and "shufflevector" in kernel.llvm_ir:
             shuffled += 1
     assert shuffled, space.summary()
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_other_element_types(target, dtype):
+    """An 8x8 tile: shuffled where a row of 8 elements fits one register (int32 on AVX2
+    and up, float64 on AVX-512), gathered otherwise; right either way."""
+    wl = ops.transpose(64, 48, dtype=dtype)
+    kernel = run_checked(wl, tiled(wl, 8, 8), target)
+    fits = 8 * {"float64": 64, "int32": 32}[dtype] <= target.vector_bits
+    assert (gathers(kernel) == 0) == fits
