@@ -147,6 +147,22 @@ def ranked(records, emulated: bool = False) -> list:
     return sorted(ok, key=lambda r: (not r.retime_secs, r.seconds))
 
 
+def shape_distance(a: dict, b: dict) -> float | None:
+    """Sum over the integer parameters of ``|log2(a / b)|`` (gemm 512^3 to 1024^3: 3.0);
+    None when the two differ in anything else (names, flags, a non-positive size)."""
+    if set(a) != set(b):
+        return None
+    d = 0.0
+    for name, x in a.items():
+        y = b[name]
+        sizes = [isinstance(v, int) and not isinstance(v, bool) for v in (x, y)]
+        if all(sizes) and x > 0 and y > 0:
+            d += abs(math.log2(x / y))
+        elif any(sizes) or x != y:
+            return None
+    return d
+
+
 def _check_secs(run_secs, what: str) -> tuple:
     try:
         secs = tuple(float(x) for x in run_secs)
@@ -424,6 +440,32 @@ class Database:
         ones first: see ``ranked``). Emulated records never count as measurements:
         ``emulated=True`` asks for them alone (in the order they ran)."""
         return ranked(self.records(workload, target), emulated)[:k]
+
+    def similar(self, workload, target, k: int = 1, per_workload: int = 4) -> list:
+        """The best records of the workloads most like ``workload`` (a Workload) on
+        ``target``: the same operator, dtype and non-size parameters (layout, stride,
+        transposes...), other sizes, nearest first by ``shape_distance``; up to
+        ``per_workload`` of each (``ranked``), ``k`` in all, as ``(distance, record)``.
+        What a search starts from on a workload the database has not seen (the
+        transfer of AutoTVM and the database's records of similar workloads, issue 17).
+        Workloads without library parameters (a user's operator) have none."""
+        name, params = getattr(workload, "name", None), dict(getattr(workload, "params", ()))
+        if not params or k <= 0:
+            return []
+        near = []
+        for key, entry in self._workloads.items():
+            if (key == workload.key or entry.get("op") != name or "params" not in entry
+                    or entry.get("dtype") != workload.dtype):
+                continue
+            d = shape_distance(params, entry["params"])
+            if d is not None:
+                near.append((d, key))
+        out = []
+        for d, key in sorted(near):
+            out += [(d, r) for r in self.best(key, target, per_workload)]
+            if len(out) >= k:
+                break
+        return out[:k]
 
     def best_schedule(self, workload, target, emulated: bool = False):
         """The best trace replayed on a fresh schedule of ``workload`` (a Workload)."""

@@ -1,8 +1,9 @@
 """MetaSchedule's evolutionary search, guided by the cost model.
 
-Each round: a population of the database's best measured traces (20%) plus
-fresh samples of the space (plus, in the first round, the seeds: the expert
-schedule); ``generations`` rounds of mutation where parents are drawn by
+Each round: a population of the database's best measured traces (20%; while
+the workload has fewer, the best of the nearest workloads of the same operator,
+adapted to its extents: ``transfer``) plus fresh samples of the space (plus, in
+the first round, the seeds: the expert schedule); ``generations`` rounds of mutation where parents are drawn by
 predicted score and a child is a mutated copy with probability
 ``mutation_prob``; de-duplication by structural equality; then the batch to
 measure: the model's best (1 - eps) and random unmeasured picks (eps).
@@ -20,6 +21,7 @@ from ..errors import ExplorerError
 from ..schedule import Trace
 from ..schedule.sampling import sample_categorical
 from .base import SearchStrategy, func_key
+from .transfer import similar_population
 
 
 class EvolutionarySearch(SearchStrategy):
@@ -27,8 +29,9 @@ class EvolutionarySearch(SearchStrategy):
 
     def __init__(self, population: int = 128, init_measured_ratio: float = 0.2,
                  generations: int = 3, mutation_prob: float = 0.85, eps_greedy: float = 0.05,
-                 seeds: list | None = None):
+                 seeds: list | None = None, transfer: bool = True):
         self.population = population
+        self.transfer = transfer    # fill the measured share from similar workloads
         self.init_measured_ratio = init_measured_ratio
         self.generations = generations
         self.mutation_prob = mutation_prob
@@ -55,7 +58,10 @@ class EvolutionarySearch(SearchStrategy):
 
     def _initial(self) -> list:
         ctx = self.context
-        pop = self._from_database(int(self.population * self.init_measured_ratio))
+        measured = int(self.population * self.init_measured_ratio)
+        pop = self._from_database(measured)
+        if self.transfer:
+            pop += similar_population(ctx, measured - len(pop))
         need = self.population - len(pop)
         if need > 0:
             try:
