@@ -7,8 +7,9 @@ as follows:
 - serial loop: a bottom-tested loop with a phi induction variable;
 - unrolled loop: the body emitted once per iteration with the variable a
   constant (indices into local buffers fold to constants, so SROA/mem2reg
-  keep those buffers in registers); a loop that would expand to more than
-  ``MAX_UNROLL`` statements stays a serial loop (compile time);
+  keep those buffers in registers); a loop whose copies would store more than
+  ``MAX_UNROLL`` registers, or a stack tile too big for the registers, stays a
+  serial loop (``unrolling``);
 - vectorized loop: the body emitted with vector values (``exprgen``), once per
   piece of a legal vector width (``vector_pieces``), long loops in chunks; when
   ``vectorize_blocker`` finds a reason, a plain serial loop (correct, left to
@@ -34,14 +35,14 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from . import tile_transpose, versioning
+from . import tile_transpose, unrolling, versioning
 from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
 from .types import (ELEM_BYTES, I1, I8, I32, I64, PTR, VOID, const_int, lanes_of, mem_type,
                     suffix)
 
-MAX_UNROLL = 4096          # statements an unrolled loop may expand to; beyond, it stays a loop
+MAX_UNROLL = 4096          # register stores an unrolled loop may expand to; beyond, a loop
 MAX_VECTOR_LANES = 64      # a longer vectorized loop runs as a loop over vector chunks
 STACK_BUFFER_BYTES = 64 * 1024   # one buffer up to this size lives on the stack
 STACK_TOTAL_BYTES = 256 * 1024   # all stack buffers of one function together
@@ -218,23 +219,6 @@ def unroll_budget(body: Stmt) -> int:
     return MAX_UNROLL // 8 if has_loop(body) else MAX_UNROLL
 
 
-def emitted_stores(s: Stmt) -> int:
-    """How many stores emitting ``s`` writes out, counting unrolled loops expanded."""
-    if isinstance(s, BufferStore):
-        return 1
-    if isinstance(s, For):
-        inner = emitted_stores(s.body)
-        return inner * s.extent if s.kind == "unrolled" else inner
-    if isinstance(s, SeqStmt):
-        return sum(emitted_stores(x) for x in s.stmts)
-    if isinstance(s, IfThenElse):
-        return emitted_stores(s.then_case) + (emitted_stores(s.else_case) if s.else_case
-                                              is not None else 0)
-    if isinstance(s, Allocate):
-        return emitted_stores(s.body)
-    return 1
-
-
 def _numel(buf) -> int:
     n = 1
     for d in buf.shape:
@@ -372,8 +356,9 @@ class StmtGen:
     def loop_kind(self, s: For) -> None:
         if s.kind == "unrolled" and tile_transpose.try_emit(self, s):
             return
-        if s.kind == "unrolled" and s.extent * self.st.mod.memo(
-                "stores", s.body, lambda: emitted_stores(s.body)) <= unroll_budget(s.body):
+        if s.kind == "unrolled" and self.st.mod.memo("unrolls", s, lambda: unrolling.expands(
+                s, unroll_budget(s.body), self.st.stack_numel, self.st.mod.hw_lanes,
+                self.st.mod.target.vector_registers)):
             for i in range(s.extent):
                 self.with_var(s.var.name, ir.Constant(I64, i), lambda: self.stmt(s.body))
             return
