@@ -98,6 +98,25 @@ def tune(wl, target, trials: int, seed: int, seeded: bool, before: bool = False,
             "history": res.history, "load_after": os.getloadavg()[0]}
 
 
+def shape_of(space, trace) -> str:
+    """What a best trace looks like: its sketch, packed panel and register tile."""
+    if not trace:
+        return "no trace"
+    tr = Trace.from_json(trace)
+    k = space.sketch_of(tr)
+    if k is None:
+        return "follows no sketch"
+    out = [f"sketch {k}"]
+    for tile in register_tiles.register_tiles(space.design_trace(tr), space.func,
+                                              space.target):
+        dims = " x ".join(str(p.factor(tr.decisions)) for p in tile.parts)
+        out.append(f"{tile.name}: register tile {dims} ({tile.accumulators(tr.decisions)} "
+                   f"accumulators, {'fits' if tile.fits(tr.decisions) else 'does not fit'})")
+        out += [f"packed {p.buffer} panel {p.footprint(tr.decisions) >> 10} KiB"
+                for p in tile.panels]
+    return ", ".join(out)
+
+
 def final_timing(b, wl, target, runs: dict, rounds: int) -> list:
     """Both best kernels, numpy and PyTorch, timed in interleaved rounds (medians)."""
     space = DesignSpace(wl, target)
@@ -153,9 +172,11 @@ def main() -> None:
                 run = tune(wl, target, args.trials, args.seed, seeded, before,
                            not args.no_pretrained)
                 runs[label] = run
+                run["shape"] = shape_of(DesignSpace(wl, target), run["trace"])
                 print(f"{name} {label}: {run['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
                       f"{run['wall_secs']:.0f} s, load {run['load_after']:.1f}, "
-                      f"pre-trained model: {run['pretrained'] or 'none'}", flush=True)
+                      f"pre-trained model: {run['pretrained'] or 'none'}\n  best: "
+                      f"{run['shape']}", flush=True)
             rows = final_timing(b, wl, target, runs, args.rounds)
             report["cases"].append({"case": name, "key": wl.key, "runs": runs, "rows": rows})
             print(format_case(name, runs, rows), flush=True)
