@@ -29,7 +29,6 @@ written before these fields existed load as measured, with no resources.
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -39,7 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .errors import DatabaseError
-from .target import KINDS, as_target
+from .target import canonical
 from .schema import (RECORD_VERSION, parse_json, validate_record, validate_retime,
                      validate_workload_line)
 
@@ -184,17 +183,13 @@ def _retime_from_json(d) -> tuple:
 
 def target_key(target) -> str:
     """The string the records of ``target`` are filed under: a Target's own string
-    ("llvm -mcpu=znver4 -num-cores=2"). A plain "llvm" means this host (and "cuda" the
-    default device), so ``best(wl, "llvm")`` finds what a tuning run here recorded;
-    records of another CPU stay under their own string, never mixed into this one's."""
-    if isinstance(target, str) and target.strip() in KINDS:
-        return _host_key(target.strip())
-    return str(target)
-
-
-@functools.lru_cache(maxsize=None)
-def _host_key(kind: str) -> str:
-    return str(as_target(kind))
+    ("llvm -mcpu=znver4 -num-cores=2 -vector-bits=512"). A target string means what it
+    means on this host (``target.canonical``): a plain "llvm" is this host (and "cuda"
+    the default device), so ``best(wl, "llvm")`` finds what a tuning run here recorded,
+    and a key written before keys said the vector width is read as this host's CPU
+    would have been; records of another CPU or width stay under their own string, never
+    mixed into this one's."""
+    return canonical(target) if isinstance(target, str) else str(target)
 
 
 def trace_key(trace: dict) -> str:

@@ -82,3 +82,107 @@ def test_features_budget_accumulators_against_the_targets_registers(mcpu, kept):
     args = wl.make_args(seed=0)
     build(sch, "llvm")(*args)                         # the host runs either tile
     wl.check(args)
+
+
+# ------------------------------------------------------------------ target strings as keys
+
+@pytest.fixture()
+def fresh_keys():
+    from explorer.target import canonical
+    canonical.cache_clear()
+    yield
+    canonical.cache_clear()
+
+
+def _masked_host(monkeypatch, bits: int) -> None:
+    """Pretend this host is its own CPU with vector registers of ``bits`` at most (a VM
+    whose hypervisor masks AVX-512 off): same -mcpu, other features."""
+    from explorer.target import host
+    name, features = host.host_cpu()
+    off = ("avx512",) if bits == 256 else ("avx512", "avx")
+    feats = ",".join("-" + f[1:] if f[0] == "+" and f[1:].startswith(off) else f
+                     for f in features.split(",")) if features else "+sse4.2"
+    monkeypatch.setattr(host, "host_cpu", lambda: (name, feats))
+
+
+@pytest.mark.parametrize("text", [
+    "llvm", "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512 -num-cores=3",
+    "llvm -features=+avx2,+fma", "llvm -mcpu=haswell -features=+avx2,-fma",
+    "llvm -vector-bits=128", "llvm -l2-bytes=4096 -l1-bytes=512", "cuda -arch=sm_80",
+])
+def test_a_target_string_parses_back_to_the_same_target(text):
+    """The measuring workers rebuild the target from its string: features, width and
+    caches set by hand must survive it (they were dropped, so a target of explicit AVX2
+    features was measured as this host)."""
+    from explorer.measure.result import MeasureInput
+    t = Target(text)
+    assert as_target(str(t)) == t
+    wl = ops.get("gemm", 4, 4, 4)
+    assert Target(MeasureInput.from_schedule(Schedule(wl), t).target) == t
+
+
+def test_targets_that_differ_only_in_features_or_width_have_different_keys(fresh_keys):
+    from explorer.database import target_key
+    host = Target("llvm")
+    others = [Target("llvm -features=+avx2,+fma"), Target("llvm -vector-bits=128"),
+              Target(f"llvm -mcpu={host.mcpu} -features=+sse4.2")]
+    keys = {target_key(t) for t in [host, *others]}
+    assert len(keys) == 4
+    assert f"-vector-bits={host.vector_bits}" in str(host)
+    assert "-features=+avx2,+fma" in str(others[0])
+    assert target_key("llvm") == str(host) == target_key(str(host))
+
+
+@pytest.mark.parametrize("bits", [256, 128])
+def test_a_host_with_wide_vectors_masked_off_files_its_records_apart(monkeypatch, tmp_path,
+                                                                     fresh_keys, bits):
+    """Two hosts of one -mcpu, one with AVX-512 and one without (a VM masking it): each
+    finds its own records only."""
+    from explorer.database import Database, TuningRecord
+    wl = ops.get("gemm", 8, 8, 8)
+    trace = Schedule(wl).trace.as_json()
+    here = Target("llvm")
+    key = str(here)
+    db = Database(tmp_path)
+    db.commit_record(TuningRecord(wl.key, key, trace, (1e-3,)))
+    _masked_host(monkeypatch, bits)
+    from explorer.target import canonical
+    canonical.cache_clear()
+    masked = Target("llvm")
+    assert masked.mcpu == here.mcpu and masked.vector_bits == min(bits, here.vector_bits)
+    if masked.vector_bits == here.vector_bits:
+        pytest.skip(f"this host's vectors are {here.vector_bits} bits already")
+    assert str(masked) != key
+    again = Database(tmp_path)
+    assert again.records(wl, masked) == [] and again.best(wl, "llvm") == []
+    assert len(again.records(wl, key)) == 1       # still there under its own key
+
+
+def test_records_filed_before_keys_said_the_width_are_found_for_this_host(tmp_path,
+                                                                         fresh_keys):
+    """Old keys ("llvm -mcpu=X -num-cores=N") read as this host would have meant them: its
+    own records where -mcpu is this host's CPU, another CPU's (its width from its name)
+    never."""
+    import json
+    from explorer.database import Database
+    from explorer.tune import Tuner
+    wl = ops.get("gemm", 8, 8, 8)
+    here = Target("llvm")
+    trace = Schedule(wl).trace.as_json()
+    old = {"v": 1, "workload": wl.key, "trace": trace, "run_secs": [1e-3],
+           "feature_version": 0}
+    (tmp_path / "records.jsonl").write_text(
+        json.dumps({**old, "target": f"llvm -mcpu={here.mcpu} -num-cores={here.num_cores}"})
+        + "\n" + json.dumps({**old, "target": "llvm -mcpu=bogus-cpu -num-cores=1"}) + "\n")
+    db = Database(tmp_path)
+    (mine,) = db.records(wl, "llvm")
+    assert mine.target.startswith(f"llvm -mcpu={here.mcpu} ") and db.best(wl, here) == [mine]
+    assert len(db.records(wl)) == 2
+    tuner = Tuner(wl, here, trials=1, database=db, strategy="replay", cost_model="random",
+                  retime_top=0)
+    tuner.begin()
+    try:
+        assert tuner.state.trial == 1 and tuner.state.best == mine   # resumed from it
+    finally:
+        tuner.close()
+        tuner.finish()

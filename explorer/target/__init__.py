@@ -11,9 +11,17 @@ re-parses it.
   (``explorer.target.cuda``; ``"cuda -arch=sm_80"``): threads, shared memory and
   registers per block and per SM, warp size, SM count.
 - ``Target("interp")`` is the reference interpreter.
+
+``str(target)`` parses back to the same target on this host (the measuring workers
+re-parse it) and is the key the database files records under: an llvm target always
+says its vector width, and its features and cache sizes where they were set by hand
+(``"llvm -mcpu=znver5 -num-cores=2 -vector-bits=256 -features=+avx2,+fma"``).
+``canonical`` reads a key written before the width was in it as this host would have
+meant it.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from ..errors import BuildError
@@ -106,15 +114,37 @@ class Target:
         return "the reference interpreter (numpy)"
 
     def __str__(self) -> str:
+        """The target string that parses back to this target here (``as_target(str(t))
+        == t``), and the key its database records are filed under. An llvm target always
+        says its vector width, so that an AVX2 and an AVX-512 host of one ``-mcpu`` (a VM
+        with AVX-512 masked off) file their records apart, and says its features, cache
+        sizes and vector width wherever they are not what ``-mcpu`` gives on this host
+        (set by hand: the code was built for them)."""
         parts = [self.kind]
         if self.kind == "llvm":
-            parts += [f"-mcpu={self.mcpu}", f"-num-cores={self.num_cores}"]
+            from .host import implied
+            parts += [f"-mcpu={self.mcpu}", f"-num-cores={self.num_cores}",
+                      f"-vector-bits={self.vector_bits}"]
+            parts += [f"-{k.replace('_', '-')}={getattr(self, k)}"
+                      for k, v in implied(self.mcpu).items() if getattr(self, k) != v]
         elif self.kind == "cuda":
             from .cuda import preset_fields
             parts += [f"-arch={self.arch}"]
             parts += [f"-{k.replace('_', '-')}={getattr(self, k)}"   # limits set by hand
                       for k, v in preset_fields(self.arch).items() if getattr(self, k) != v]
         return " ".join(parts)
+
+
+@functools.lru_cache(maxsize=256)
+def canonical(text: str) -> str:
+    """The key of a target string: ``str(Target(text))`` on this host, so that a string
+    written before llvm keys said their vector width ("llvm -mcpu=znver5 -num-cores=2")
+    names what this host makes of it (its own width and features where -mcpu is this
+    host's CPU, the CPU's where it is another); ``text`` itself when it does not parse."""
+    try:
+        return str(Target(text))
+    except BuildError:
+        return text
 
 
 def as_target(t) -> Target:
@@ -128,4 +158,4 @@ def as_target(t) -> Target:
 
 from .host import check_cpu  # noqa: E402  (host reads Target's fields)
 
-__all__ = ["Target", "as_target", "check_cpu", "KINDS"]
+__all__ = ["Target", "as_target", "canonical", "check_cpu", "KINDS"]

@@ -76,6 +76,17 @@ def cache_sizes() -> dict:
     return out
 
 
+def implied(mcpu: str) -> dict:
+    """What ``fill`` gives an llvm target of ``mcpu`` that sets nothing else: features
+    and cache sizes (``Target.__str__`` writes out the fields that differ)."""
+    name, features = host_cpu()
+    out = {"features": features if mcpu == name else ""}
+    from . import options
+    for key in ("l1_bytes", "l2_bytes", "l3_bytes"):
+        out[key] = cache_sizes().get(key, options.DEFAULTS[key])
+    return out
+
+
 def _set(target, name: str, value) -> None:
     object.__setattr__(target, name, value)
 
