@@ -26,30 +26,38 @@ before and once after the tasks, a large copy (``--large-mb`` MB, out of every c
 is timed with np.copyto and with our copy kernel: the machine's memory bandwidth.
 PyTorch is optional: without it the torch column says it is absent.
 
-Measured 2026-12-02 on a 2-core Zen 5 (znver5, AVX-512, 16 lanes), 32 trials, seed 0,
-the machine loaded by other jobs (load average 5-14 on 2 cores), ``--threads 1`` (with
-two threads the medians were dominated by threads waiting to be scheduled):
-``% copy`` against our copy of the same array in the same rounds, ratios against the
-libraries' medians in the same rounds.
+Measured 2026-12-02 (session 8) on a 2-core Zen 5 (znver5, AVX-512, 16 lanes), 32 trials,
+seed 0, ``--threads 1``, the same command before (def3039 + the helpers' commits to
+then) and after this session's memory-bound changes, each into a fresh ``--db``; load
+average 8-13 on 2 cores during both runs (other agents' jobs), so single figures move
+by 25% or more between runs: ``% copy`` is against our copy of the same array in the
+same rounds, ratios against the libraries' medians in the same rounds.
 
-    task            GB/s  % copy  x numpy  x torch
-    softmax_1k     4.1-8.2   19-23  2.6-4.2  1.5-3.2
-    softmax_4k     6.3-8.1   53-54  3.5-3.8  2.0
-    layer_norm_1k     14.6      43     6.3      2.8
-    layer_norm_4k  7.2-8.0   48      4.1-4.9  1.3
-    row_sum_1k        34.8      74     3.1      1.02
-    row_sum_4k        17.0     120     2.3      0.98
-    elementwise_1k    29.4      88     4.3      3.3
-    elementwise_4k    11.6      92     2.2      1.7
-    transpose_1k   5.8-6.6      20  10.4-11.7  1.2-1.3
-    transpose_4k   2.6-5.8   23-37  7.5-10.1  1.0-1.6
+    task            % copy before/after   x torch before/after
+    softmax_1k           32 / 34             2.71 / 2.87
+    softmax_4k           56 / 32             2.66 / 1.31
+    layer_norm_1k        42 / 45             2.19 / 1.73
+    layer_norm_4k        70 / 80             1.99 / 2.28
+    row_sum_1k           82 / 87             0.99 / 1.01
+    row_sum_4k          110 / 124            0.73 / 1.18
+    elementwise_1k       91 / 94             2.14 / 1.83
+    elementwise_4k       94 / 110            1.59 / 1.78
+    transpose_1k         20 / 18             1.38 / 1.12
+    transpose_4k         24 / 43             1.05 / 1.96
 
-A large copy (512 MiB moved) ran at 10-15 GB/s. Where the time goes (one thread, CPU
-time, 1024x1024): softmax about 2 cycles an element (libmvec's exp and four passes over
-each row, in L1), transpose about 3 (a gather per 16-lane vector: one ``vgatherdps``
-since the backend indexes gathers in 32 bits, two ``vgatherqps`` before; that made it
-only 0-10% faster, so the cost is the gathered access itself: a shuffle transpose in
-registers is what is left to try), a copy 0.4.
+The large copy (512 MiB moved) ran at 6-15 GB/s. What changed: transposes get a
+register tile (an unrolled square of lanes x lanes, loaded as row vectors and
+transposed with shuffles by the LLVM backend: no gathers; transpose_4k 17.5 -> 5.8 ms);
+row reductions sample 1, 2 or 4 vector accumulators; float32 exp is inline. The same
+tuned schedules timed in one process, interleaved, put the softmax difference down to
+the load (3.4-4.0 ms before, 3.5-5.0 after, in two runs), and the inline exp against
+libmvec at -14% to +9% (no difference the load lets us see; it also spares a target
+that is not the host, where libmvec is not used, one scalar expf call per lane). What
+is probably left (a reading of the code, not measured): the row-wise chains (softmax,
+layer norm) read a row from memory in their first pass only and run the later passes
+from L1 while memory idles (nothing prefetches the next row); a register-tiled
+transpose reads lanes rows 4 KiB or more apart, one cache line each, a walk the
+hardware prefetchers follow badly. Both want a software prefetch.
 """
 from __future__ import annotations
 

@@ -17,8 +17,10 @@ What decides their speed is how they walk memory:
   row that the LLVM backend loads with contiguous vectors and transposes with
   shuffles; parallel outer tiles;
 - row reduction (the innermost reduction loop contiguous): the reduction split into
-  vectors and ``rfactor``-ed on the vector lane, so each row accumulates in one vector
-  register and sums its lanes once at the end; parallel rows;
+  a sampled 1, 2 or 4 vectors of lanes and ``rfactor``-ed on them, so each row
+  accumulates in independent vector registers (an add does not wait for the one
+  before), then the vectors are summed into one (a second ``rfactor``) and its lanes
+  once at the end; parallel rows;
 - a chain ending in a row-wise block (softmax, layer norm): every producer computed at
   the consumer's row loop (``compute_at``), so one row's passes run one after the other
   on the same thread while the row is in cache, and the intermediates shrink to a row.
@@ -31,13 +33,13 @@ kinds above (no block that multi-level tiling would take) and the function's arr
 not fit in the L1 cache (``min_bytes``, default the target's ``l1_bytes``); smaller
 functions keep the default space unchanged.
 
-Measured (2-core Zen 5, AVX-512, one thread, the machine loaded by other jobs; tuned 32
-trials, ``benchmarks/memory_bound.py``): elementwise 1.7-3.3x PyTorch and 88-92% of a copy
-of the same array; row sum even with PyTorch (0.98-1.02x) at 74-120% of copy; softmax
-1.5-3.2x and layer norm 1.3-2.8x PyTorch at 20-54% of copy (the exp, and four passes
-over each row in L1, cost about 2 cycles an element); transpose 1.0-1.6x PyTorch at
-20-37% of copy: the backend's gathers (two 8-lane ``vgatherqps`` per 16-lane vector)
-cost about 3 cycles an element, where a copy costs 0.4.
+Measured (2-core Zen 5, AVX-512, one thread, the machine loaded by other jobs, load
+8-13; tuned 32 trials, ``benchmarks/memory_bound.py``, session 8): elementwise 94-110%
+of a copy of the same array and 1.8x PyTorch; row sum 87-124% of copy, 1.0-1.2x
+PyTorch; layer norm 45-80% of copy, 1.7-2.3x PyTorch; softmax 32-34% of copy, 1.3-2.9x
+PyTorch; transpose 18-43% of copy, 1.1-2.0x PyTorch (the register tile took
+transpose 4096x1024 from 17.5 to 5.8 ms; what limits it now is the walk over rows 4 KiB
+apart, probably, rather than its instructions). See the benchmark's docstring for before/after.
 """
 from __future__ import annotations
 
