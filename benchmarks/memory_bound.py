@@ -50,10 +50,12 @@ register tile (an unrolled square of lanes x lanes, loaded as row vectors and
 transposed with shuffles by the LLVM backend: no gathers; transpose_4k 17.5 -> 5.8 ms);
 row reductions sample 1, 2 or 4 vector accumulators; float32 exp is inline. The same
 tuned schedules timed in one process, interleaved, put the softmax difference down to
-the load (3.4-4.0 ms before, 3.5-5.0 after, in two runs), and the inline exp against
-libmvec at -14% to +9% (no difference the load lets us see; it also spares a target
-that is not the host, where libmvec is not used, one scalar expf call per lane). What
-is probably left (a reading of the code, not measured): the row-wise chains (softmax,
+the load (3.4-4.0 ms before, 3.5-5.0 after, in two runs); what each change is worth
+alone is in ``memory_bound_parts.py`` (register tile 2.4-3.8x the gather; inline exp
+from 0.82x to 1.36x libmvec depending on the schedule; 4 accumulators 1.3-1.7x on
+layer norm with rows in cache, none when memory-bound). What is probably left (a
+reading of the code; a hack that prefetched the next row gave 0.6-1.3x under the
+load, inconclusive): the row-wise chains (softmax,
 layer norm) read a row from memory in their first pass only and run the later passes
 from L1 while memory idles (nothing prefetches the next row); a register-tiled
 transpose reads lanes rows 4 KiB or more apart, one cache line each, a walk the
