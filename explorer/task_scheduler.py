@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,6 +113,7 @@ class TaskScheduler:
                              **tuner_kw)
                        for i, t in enumerate(tasks)]
         self.per_task_hint = per_task
+        self.phase_seconds: dict = {}   # the run's wall seconds by phase (after ``run``)
         self.used = 0
         self.given = [0] * len(tasks)          # rounds the scheduler gave each task
         self.ran_dry: set = set()   # tasks whose space proposed fewer candidates than asked
@@ -173,9 +176,17 @@ class TaskScheduler:
         return min(alive, key=self._gradient)
 
     def run(self) -> list:
-        """Tune until the budget is used; returns one TuneResult per task."""
-        for t in self.tuners:
-            t.begin()
+        """Tune until the budget is used; returns one TuneResult per task. Each task's
+        ``phase_seconds`` counts its own turns only (its ``other``: its rounds' records
+        and events); ``self.phase_seconds`` sums the phases over the tasks, and its
+        ``other`` is the rest of the run's wall time."""
+        start = time.perf_counter()
+        own = [0.0] * len(self.tuners)      # wall seconds of each task's own turns
+        for i, t in enumerate(self.tuners):
+            with _timed(own, i):
+                t.begin(learn=False)
+        with _timed(own, None):
+            self._learn_resumed()
         try:
             while self.used < self.budget:
                 alive = [i for i, t in enumerate(self.tuners)
@@ -187,12 +198,60 @@ class TaskScheduler:
                 tuner = self.tuners[i]
                 asked = min(tuner.batch_size, tuner.trials - tuner.state.trial,
                             self.budget - self.used)
-                got = tuner.step(limit=self.budget - self.used)
+                with _timed(own, i):
+                    got = tuner.step(limit=self.budget - self.used)
                 if got < asked:
                     self.ran_dry.add(i)
                 self.used += got
-            for t in self.tuners:
-                t.retime()
+            for i, t in enumerate(self.tuners):
+                with _timed(own, i):
+                    t.retime()
         finally:
             self.measurer.close()
-        return [t.finish() for t in self.tuners]
+        results = [t.finish() for t in self.tuners]
+        for res, secs in zip(results, own):
+            phases = res.phase_seconds
+            phases["other"] = round(max(0.0, secs - sum(v for k, v in phases.items()
+                                                        if k != "other")), 3)
+        self.phase_seconds = _summed([r.phase_seconds for r in results],
+                                     time.perf_counter() - start)
+        return results
+
+    def _learn_resumed(self) -> None:
+        """Every task's records read back from the database, taught to the cost model in
+        one update (one training of a model the tasks share, not one per task), then the
+        warm start of a model still untrained (``Tuner.learn_resumed``)."""
+        by_model: dict = {}
+        for t in self.tuners:
+            by_model.setdefault(id(t.cost_model), []).append(t)
+        for tuners in by_model.values():
+            feats, costs, groups = [], [], []
+            for t in tuners:
+                f, c = t.resumed
+                feats += f
+                costs += c
+                groups += [t.workload.key] * len(c)
+            tuners[0].learn_resumed(feats, costs, groups)
+            for t in tuners[1:]:
+                t.learn_resumed([], [], [])
+
+
+@contextmanager
+def _timed(seconds: list, i):
+    """Add the block's wall seconds to ``seconds[i]`` (nothing when ``i`` is None)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if i is not None:
+            seconds[i] += time.perf_counter() - start
+
+
+def _summed(phases: list, wall: float) -> dict:
+    """The tasks' phase seconds added up; ``other``: the wall time none of them took."""
+    out: dict = {}
+    for p in phases:
+        for k, v in p.items():
+            out[k] = out.get(k, 0.0) + v
+    out["other"] = wall - sum(v for k, v in out.items() if k != "other")
+    return {k: round(v, 3) for k, v in out.items()}

@@ -171,6 +171,7 @@ class Tuner:
         self._measurer = measurer
         self.pretrained = _check_pretrained(pretrained)
         self.warm_start = None
+        self.resumed: tuple = ([], [])   # (features, costs) read back, not yet taught
 
     def _expert_seeds(self) -> list:
         from .space.expert import expert_trace
@@ -188,6 +189,7 @@ class Tuner:
         self.database.commit_workload(self.workload)
         done = self.database.records(self.workload, str(self.target), emulated=self.emulate)
         scheds, costs, resources = [], [], []
+        self.resumed = ([], [])
         for rec in done:
             sch = self.space.apply(Trace.from_json(rec.trace))
             if sch is None:
@@ -200,10 +202,23 @@ class Tuner:
             costs.append(rec.seconds)
             resources.append(rec.resources)
         if scheds and self.cost_model is not None:
-            feats = _training_features(self.context, scheds, self.context.features(scheds),
-                                       resources)
-            self.cost_model.update(feats, costs, groups=self.workload.key)
+            self.resumed = (_training_features(self.context, scheds,
+                                               self.context.features(scheds), resources),
+                            costs)
         return done
+
+    def learn_resumed(self, feats=None, costs=None, groups=None) -> None:
+        """Teach the cost model the records read back by ``begin`` (by default this
+        tuner's own, ``self.resumed``), then warm-start it if it is still untrained. A
+        task scheduler gives all its tasks' records to a shared model in one call."""
+        if feats is None:
+            feats, costs = self.resumed
+            groups = self.workload.key
+        with self.clock("setup"):
+            if feats and self.cost_model is not None:
+                self.cost_model.update(feats, costs, groups=groups)
+            self.resumed = ([], [])
+            self._warm_start()
 
     # ------------------------------------------------------------ the loop
     def run(self) -> TuneResult:
@@ -217,14 +232,16 @@ class Tuner:
             self.close()
         return self.finish()
 
-    def begin(self) -> None:
-        """Emit TuningStarted, resume from the database, start the measurer."""
+    def begin(self, learn: bool = True) -> None:
+        """Emit TuningStarted, resume from the database, start the measurer. ``learn``
+        False leaves the records read back untaught (``learn_resumed`` teaches them)."""
         self._start = time.perf_counter()
         self.clock = PhaseClock()
         wl, tgt = self.workload, str(self.target)
         self.events.emit(TuningStarted(wl.key, tgt, self.trials, self.strategy.name, self.seed))
         done = self._resume()
-        self._warm_start()
+        if learn:
+            self.learn_resumed()
         ok = [r for r in done if r.ok]
         cut = sum(r.error_kind == "cutoff" for r in done)
         self.state = TunerState(trial=len(done), failed=len(done) - len(ok) - cut, cutoff=cut,

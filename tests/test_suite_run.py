@@ -73,6 +73,19 @@ def test_every_task_gets_trials_and_the_table_times_each_against_numpy(tmp_path,
     weighted = sum(e["weight"] * e["rows"]["numpy"]["median_secs"] for e in table["tasks"])
     assert math.isclose(table["totals"]["numpy"]["weighted_secs"], weighted)
     assert table["totals"]["tuned"]["weighted_secs"] > 0
+    # where the time went: the phases add up to the run's seconds, the table included
+    phases = res["phase_seconds"]
+    assert {"setup", "search", "measure", "train", "table", "other"} <= set(phases)
+    assert all(v >= 0 for v in phases.values()) and phases["measure"] > 0
+    assert math.isclose(sum(phases.values()), res["seconds"], abs_tol=0.01)
+    assert res["measured"] == 6 and res["batch_size"] == 2
+    assert res["seconds_per_trial"] == pytest.approx((res["seconds"] - phases["table"]) / 6,
+                                                     abs=0.01)
+    for t in res["tasks"]:   # a task's own phases: its own turns, not the other tasks'
+        assert sum(t["phase_seconds"].values()) < res["seconds"]
+    assert sum(sum(t["phase_seconds"].values()) for t in res["tasks"]) <= res["seconds"]
+    assert any(line.startswith("time: ") and "rounds of 2" in line
+               for line in text.splitlines())
     for name in ("g", "r", "c", "network (weighted)"):
         assert any(line.startswith(name + " ") for line in text.splitlines()), name
     assert "nan" not in text
@@ -255,3 +268,42 @@ def test_a_task_whose_space_runs_out_is_said_and_its_budget_goes_elsewhere(tmp_p
     assert n >= 1 and len(db.records()) == 4
     assert (f"note: task t: its design space proposed fewer new candidates than a round "
             f"asked ({n} trials in all)") in out and "note: task g" not in out
+
+
+def test_a_large_budget_is_tuned_in_rounds_of_the_batch_size():
+    """A round's search costs the same for 16 candidates as for 32: a suite of 256 trials
+    per task runs rounds of --batch-size (32), a small budget keeps rounds of 16 or less."""
+    from explorer.cli.tune import suite_round
+    assert suite_round(32, 256) == 32 and suite_round(32, 128) == 32
+    assert suite_round(32, 64) == 16 and suite_round(32, 16) == 16
+    assert suite_round(32, 8) == 8 and suite_round(2, 256) == 2 and suite_round(64, 512) == 64
+
+
+def test_a_resumed_suite_teaches_its_shared_model_all_records_in_one_training(tmp_path,
+                                                                          monkeypatch):
+    """Resuming, every task reads its records back; the model the tasks share trains once
+    on all of them (it trained once per task, each time on the records read so far)."""
+    from explorer import Target
+    from explorer.cost_model import XGBCostModel
+    from explorer.database import TuningRecord
+    tasks = [Task("a", ops.gemm(64, 64, 64)), Task("b", ops.gemm(32, 128, 64))]
+    db = Database(tmp_path)
+    held = {}
+    for n, task in enumerate(tasks):
+        for k, sch in enumerate(DesignSpace(task.workload, "llvm").sample(40, seed=n)):
+            held[task.name] = held.get(task.name, 0) + db.commit_record(TuningRecord(
+                task.workload.key, str(Target("llvm")), sch.trace.as_json(),
+                (1e-5 * (k + 1),)))
+    assert held["a"] >= XGBCostModel().params["min_samples"]   # task a alone would train
+    trained = []
+    real = XGBCostModel._train
+
+    def counted(self):
+        trained.append(self.samples)
+        real(self)
+    monkeypatch.setattr(XGBCostModel, "_train", counted)
+    ts = TaskScheduler(tasks, "llvm", trials=2, batch_size=1, seed=0, database=db,
+                       strategy="replay", retime_top=0, pretrained=False)
+    results = ts.run()
+    assert trained[0] == sum(held.values())
+    assert [r.trials for r in results] == [held["a"], held["b"]]   # all read back
