@@ -74,9 +74,9 @@ class _ColumnEmitter(ExprEmitter):
 
 def tile_of(gen, s: For):
     """(vector loop, store, transposed reads) when unrolled loop ``s`` is such a tile,
-    else None."""
+    else None (memoized per loop: it depends on the loop and the target only)."""
     inner = s.body
-    if (s.kind != "unrolled" or gen.mask is not None or not isinstance(inner, For)
+    if (s.kind != "unrolled" or not isinstance(inner, For)
             or inner.kind != "vectorized" or inner.extent != s.extent
             or not isinstance(inner.body, BufferStore)):
         return None
@@ -104,6 +104,8 @@ def tile_of(gen, s: For):
 def try_emit(gen, s: For) -> bool:
     """Emit unrolled loop ``s`` as a register tile transpose when it is one (see the
     module docstring); False (nothing emitted) otherwise."""
+    if gen.mask is not None:        # under a lane mask: the ordinary emitter's masked forms
+        return False
     tile = gen.st.mod.memo("tile transpose", s, lambda: tile_of(gen, s))
     if tile is None:
         return False
