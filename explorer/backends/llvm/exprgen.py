@@ -297,7 +297,7 @@ class ExprEmitter(AccessEmitter):
         libmvec call per register-wide piece of a vector (see ``vecmath``), else the LLVM
         intrinsic (libm, one call per lane)."""
         if inline_exp(op, x):
-            return exp_f32(self.b, x, self.fn.mod.declare)
+            return exp_f32(self.b, x)
         n = lanes_of(x)
         target = self.fn.mod.target
         found = None

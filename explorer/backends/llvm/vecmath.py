@@ -3,10 +3,15 @@ friends) for the rest.
 
 ``exp_f32`` emits exp of a float32 vector inline (Cephes' expf: a Cody-Waite
 reduction by ln 2 and a degree-6 polynomial, within 2 ulp of libm over the whole
-range, subnormal results, overflow to inf, NaN kept). Inline, it costs about 15
+range, subnormal results, overflow to inf, NaN kept). Inline, it costs about 22
 vector instructions and no call: a libmvec call clobbers every vector register
-(all are caller-saved), so each call in a loop spills and reloads the loop's vectors
-and keeps LLVM from interleaving the exps of an unrolled row.
+(all are caller-saved), so each call in a loop spills and reloads the loop's vectors.
+Measured on Zen 5 (``benchmarks/memory_bound_parts.py`` and the tuned softmax,
+CPU-time medians, loaded machine): 1.13-1.36x libmvec where the exp pass is a loop,
+but 0.72-0.93x where a 1024-element row is unrolled 64 times (1500 instructions of
+straight-line exp a row, where libmvec's calls stay small); the tuner picks the
+unroll. A target that is not the host (libmvec unused) gains most: one scalar
+``expf`` call per lane before.
 
 LLVM lowers ``llvm.exp.v16f32`` to sixteen scalar ``expf`` calls. glibc ships
 vector versions of exp, log and tanh for SSE, AVX2 and AVX-512 in libmvec;
@@ -61,17 +66,21 @@ _POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
 # within [-150, 129], whose halves are both normal exponents (see ``_scale``).
 _X_MIN, _X_MAX = -104.0, 89.0
 _FLAGS = ("contract",)
+_ROUND, _ROUND_BITS = 12582912.0, 0x4B400000      # 1.5 * 2**23 and its float32 bits
 
 
-def exp_f32(b: ir.IRBuilder, x: ir.Value, declare) -> ir.Value:
-    """exp of a float32 vector ``x``, inline (see the module docstring). ``declare(name,
-    ret, args)`` declares an intrinsic in the module."""
+def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """exp of a float32 vector ``x``, inline (see the module docstring)."""
     vt = x.type
     c = (lambda v: splat_const(vt, v))
     xc = b.select(b.fcmp_ordered("<", x, c(_X_MIN)), c(_X_MIN), x)
     xc = b.select(b.fcmp_ordered(">", xc, c(_X_MAX)), c(_X_MAX), xc)
-    rint = declare(f"llvm.rint.v{lanes_of(x)}f32", vt, [vt])
-    n = b.call(rint, [b.fmul(xc, c(_LOG2E), flags=_FLAGS)])
+    # n = round(x / ln 2): adding 1.5 * 2**23 rounds to an integer (to nearest, even),
+    # which the float's low mantissa bits then hold: the int without a conversion
+    t = b.fadd(b.fmul(xc, c(_LOG2E), flags=_FLAGS), c(_ROUND), flags=_FLAGS)
+    n = b.fsub(t, c(_ROUND))
+    vi = ir.VectorType(I32, lanes_of(x))
+    ni = b.sub(b.bitcast(t, vi), splat_const(vi, _ROUND_BITS))
     r = b.fsub(xc, b.fmul(n, c(_LN2_HI), flags=_FLAGS), flags=_FLAGS)
     r = b.fsub(r, b.fmul(n, c(_LN2_LO), flags=_FLAGS), flags=_FLAGS)
     p = c(_POLY[0])
@@ -79,8 +88,7 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value, declare) -> ir.Value:
         p = b.fadd(b.fmul(p, r, flags=_FLAGS), c(k), flags=_FLAGS)
     r2 = b.fmul(r, r, flags=_FLAGS)
     y = b.fadd(b.fadd(b.fmul(p, r2, flags=_FLAGS), r, flags=_FLAGS), c(1.0), flags=_FLAGS)
-    y = _scale(b, y, b.fptosi(n, ir.VectorType(I32, lanes_of(x))))
-    return b.select(b.fcmp_unordered("uno", x, x), x, y)
+    return _scale(b, y, ni)     # NaN stays NaN: r and so y are NaN, whatever ni is
 
 
 def _scale(b: ir.IRBuilder, y: ir.Value, n: ir.Value) -> ir.Value:
