@@ -52,7 +52,7 @@ row reductions sample 1, 2 or 4 vector accumulators; float32 exp is inline. The 
 tuned schedules timed in one process, interleaved, put the softmax difference down to
 the load (3.4-4.0 ms before, 3.5-5.0 after, in two runs); what each change is worth
 alone is in ``memory_bound_parts.py`` (register tile 2.4-3.8x the gather; inline exp
-from 0.82x to 1.36x libmvec depending on the schedule; 4 accumulators 1.3-1.7x on
+from 0.72x to 1.36x libmvec depending on the schedule; 4 accumulators 1.3-1.7x on
 layer norm with rows in cache, none when memory-bound). What is probably left (a
 reading of the code; a hack that prefetched the next row gave 0.6-1.3x under the
 load, inconclusive): the row-wise chains (softmax,

@@ -21,11 +21,12 @@ Measured 2026-12-02 on a 2-core Zen 5 (znver5, AVX-512, 16 lanes), load average 
 
 - register tile 2.4-3.8x the gather at 1024x1024 (38-46% of copy), 2.4-3.2x at
   4096x1024 (38-44% of copy);
-- inline exp 0.82-0.93x libmvec on this softmax sample (libmvec 1.08-1.22x faster at
-  1024 rows, 1.02-1.08x at 4096); on the tuned softmax of ``memory_bound.py``'s
-  database (the exp pass a loop, not unrolled 64 times as here) inline was 1.29-1.36x
-  at 1024 rows and 1.00-1.05x at 4096 (same method, two runs): no clear win either
-  way on the host; a target that is not the host (no libmvec) gains most;
+- inline exp 0.72-0.93x libmvec on this softmax sample (libmvec 1.08-1.38x faster at
+  1024 rows, 1.02-1.08x at 4096: the sample unrolls each row's exp pass 64 times, 1500
+  instructions of straight-line exp a row); on the tuned softmax of
+  ``memory_bound.py``'s database (the exp pass a loop) inline was 1.13-1.36x (same
+  method, three runs): the tuner picks the unroll; a target that is not the host (no
+  libmvec) gains most;
 - 4 accumulators 1.31-1.66x one on layer norm at 1024 rows, 0.90-1.04x at 4096 (there
   memory-bound: 59-67% of copy).
 """
