@@ -93,8 +93,8 @@ def tile_of(gen, s: For):
             continue
         if (flat_coeff(ld.buffer.shape, ld.indices, v) not in (None, 0, 1)
                 and flat_coeff(ld.buffer.shape, ld.indices, u) == 1):
-            if any(has_unsafe(i) for i in ld.indices):
-                return None
+            if any(has_unsafe(i) for i in ld.indices) or ld.buffer.name == store.buffer.name:
+                return None     # the rows are read before any store: no reading our own
             if n * ELEM_BYTES[ld.buffer.dtype] * 8 > max(gen.st.mod.target.vector_bits, 128):
                 return None     # a row wider than one register
             reads.append(ld)
