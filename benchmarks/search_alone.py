@@ -43,6 +43,17 @@ tile level 2, the expert's 4 x 64 register tile (16 accumulators) and 16 column 
 (j = [16, 1, 1, 64], as the expert; i0 = 4 where the expert has 1); C6 the
 channel-vectorized sketch with 2 vectors of channels x 7 columns (the expert's 14
 accumulators); C2 the same sketch with 1 vector x 8 columns.
+
+Session 8 (register-aware tile mutation, packed panels within half the L2, the first
+population from similar workloads' records), same command, before (HEAD without these
+changes) and after run side by side at load 8-13 on the same 2-core Zen 5, alone / seeded
+of the final timing: gemm-1024 1.05 -> 1.15, C2 1.49 -> 1.70, C6 0.76 -> 0.49, qkv
+0.96 -> 0.83. At that load the same code gave C6 0.31 and 0.76 and qkv 1.44 and 0.96 in
+two runs: these ratios say nothing either way. Measured in one process instead (the
+three gemm kernels interleaved, 61 rounds, twice, load 9.6), the best trace alone against
+the expert: before 0.90 / 0.88 (fastest run), 0.81 / 0.87 (median); after 1.00 / 0.94,
+0.90 / 0.97. The best alone now has the expert's form (packed B, a 512 KiB panel, 8 x 32
+register tile of 16 accumulators); before it was the packed sketch with a 2 MiB panel.
 """
 from __future__ import annotations
 
