@@ -156,7 +156,7 @@ def test_vector_channel_sketch_vectorizes_the_output_channel_of_a_narrow_conv():
     (ops.depthwise_conv2d(1, 32, 7, 7, 3, 3, padding=1), False),   # input gathered over c
     (ops.gemm(32, 24, 8), True),                              # A packed as [k, i]
     (ops.gemm(32, 32, 8), False),
-    (ops.dense_bias_relu(32, 24, 8), False),                  # the consumer takes the tile
+    (ops.dense_bias_relu(32, 24, 8), True),    # the epilogue fused at the channel tile
 ])
 def test_vector_channel_sketch_only_where_it_fills_vectors(wl, expect):
     # the cases are written for 16 fp32 lanes: name such a CPU, whatever the host

@@ -186,7 +186,9 @@ class MultiLevelTiling(ScheduleRule):
         sch, block = st.sch, st.block
         func, name = sch.func, sch.get(block)
         found = vector_channel_plan(func, name, self.target)
-        if found is None or consumers(func, name):
+        cons = consumers(func, name)
+        if found is None or (cons and not (len(cons) == 1
+                                           and is_write_cache(func, cons[0], name))):
             return []
         v_pos, out_dim, operand, op_dim = found
         level3 = len(self.structure) - 1 - self.structure[::-1].index("S")
@@ -195,8 +197,11 @@ class MultiLevelTiling(ScheduleRule):
         sch.reorder(*[lp for lp in inner if lp is not moved], moved)
         st.tiles[level3] = [lp for lp in inner if lp is not moved] + [moved]
         ndim = len(find_block(func, name)[0].block.body.indices)
-        cache = sch.cache_write(block, 0, "local")
-        sch.reverse_compute_at(cache, st.tiles[self.structure.index("S", 1)][-1])
+        level2 = st.tiles[self.structure.index("S", 1)][-1]
+        if cons:    # an epilogue (bias, relu) takes the write cache's place, on the tile
+            sch.reverse_compute_at(sch.get_consumers(block)[0], level2)
+        else:
+            sch.reverse_compute_at(sch.cache_write(block, 0, "local"), level2)
         sch.transform_layout(block, ("write", 0), _last(ndim, out_dim))
         index = [b.name for b in find_block(sch.func, name)[0].block.reads()].index(
             operand.name)                   # the copy takes the operand's place in reads()
