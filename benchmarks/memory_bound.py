@@ -28,24 +28,25 @@ PyTorch is optional: without it the torch column says it is absent.
 
 Measured 2026-12-02 (session 8) on a 2-core Zen 5 (znver5, AVX-512, 16 lanes), 32 trials,
 seed 0, ``--threads 1``, the same command before (def3039 + the helpers' commits to
-then) and after this session's memory-bound changes, each into a fresh ``--db``; load
-average 8-13 on 2 cores during both runs (other agents' jobs), so single figures move
-by 25% or more between runs: ``% copy`` is against our copy of the same array in the
-same rounds, ratios against the libraries' medians in the same rounds.
+then) and after this session's memory-bound changes, each tuned into a fresh ``--db``
+and timed twice (the second time from the same database, not tuned again); load
+average 8-13 on 2 cores throughout (other agents' jobs), so single figures move by
+25% or more between windows: ``% copy`` is against our copy of the same array in the
+same rounds, ratios against the libraries' medians in the same rounds; two windows each.
 
-    task            % copy before/after   x torch before/after
-    softmax_1k           32 / 34             2.71 / 2.87
-    softmax_4k           56 / 32             2.66 / 1.31
-    layer_norm_1k        42 / 45             2.19 / 1.73
-    layer_norm_4k        70 / 80             1.99 / 2.28
-    row_sum_1k           82 / 87             0.99 / 1.01
-    row_sum_4k          110 / 124            0.73 / 1.18
-    elementwise_1k       91 / 94             2.14 / 1.83
-    elementwise_4k       94 / 110            1.59 / 1.78
-    transpose_1k         20 / 18             1.38 / 1.12
-    transpose_4k         24 / 43             1.05 / 1.96
+    task            % copy before   % copy after   x torch before   x torch after
+    softmax_1k         29-32          24-34          2.51-2.71        2.27-2.87
+    softmax_4k         42-56          32-54          1.59-2.66        1.31-1.72
+    layer_norm_1k      36-42          41-45          1.93-2.19        1.73-2.35
+    layer_norm_4k      58-70          80-102         1.32-1.99        2.28-2.52
+    row_sum_1k         82-84          81-87          0.96-0.99        1.01-1.04
+    row_sum_4k        110-142        124-144         0.73-0.85        0.85-1.18
+    elementwise_1k     71-91          94-97          2.14-2.86        1.83-1.99
+    elementwise_4k     94-98          75-110         1.59-2.30        1.78-1.83
+    transpose_1k       20-23          18-19          1.38-2.06        1.12-1.51
+    transpose_4k       24-26          43             1.05             1.96-2.07
 
-The large copy (512 MiB moved) ran at 6-15 GB/s. What changed: transposes get a
+The large copy (512 MiB moved) ran at 6-14 GB/s before, 10-16 after. What changed: transposes get a
 register tile (an unrolled square of lanes x lanes, loaded as row vectors and
 transposed with shuffles by the LLVM backend: no gathers; transpose_4k 17.5 -> 5.8 ms);
 row reductions sample 1, 2 or 4 vector accumulators; float32 exp is inline. The same
