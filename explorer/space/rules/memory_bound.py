@@ -34,12 +34,13 @@ not fit in the L1 cache (``min_bytes``, default the target's ``l1_bytes``); smal
 functions keep the default space unchanged.
 
 Measured (2-core Zen 5, AVX-512, one thread, the machine loaded by other jobs, load
-8-13; tuned 32 trials, ``benchmarks/memory_bound.py``, session 8): elementwise 94-110%
-of a copy of the same array and 1.8x PyTorch; row sum 87-124% of copy, 1.0-1.2x
-PyTorch; layer norm 45-80% of copy, 1.7-2.3x PyTorch; softmax 32-34% of copy, 1.3-2.9x
-PyTorch; transpose 18-43% of copy, 1.1-2.0x PyTorch (the register tile took
-transpose 4096x1024 from 17.5 to 5.8 ms; what limits it now is the walk over rows 4 KiB
-apart, probably, rather than its instructions). See the benchmark's docstring for before/after.
+8-13; tuned 32 trials, ``benchmarks/memory_bound.py``, session 8, two timing windows):
+elementwise 75-110% of a copy of the same array, 1.8-2.0x PyTorch; row sum 81-144% of
+copy, 0.85-1.18x PyTorch; layer norm 41-102% of copy, 1.7-2.5x PyTorch; softmax 24-54%
+of copy, 1.3-2.9x PyTorch; transpose 18-43% of copy, 1.1-2.1x PyTorch (the register
+tile took transpose 4096x1024 from 13.6-17.5 to 3.4-5.8 ms; what limits it now is
+probably the walk over rows 4 KiB apart rather than its instructions). See the
+benchmark's docstring for before/after.
 """
 from __future__ import annotations
 
