@@ -25,7 +25,7 @@ from .access import AccessEmitter
 from .analysis import has_load, has_unsafe
 from .types import (F32, I1, I32, I64, TextConstant, const_int, is_float, lanes_of, poison,
                     reg_type, scalar_type, splat_const, splat_of, suffix)
-from .vecmath import exp_f32, inline_exp, vector_function
+from .vecmath import exp_f32, inline_exp, inline_tanh, tanh_f32, vector_function
 
 # fast-math flags on float arithmetic: only contraction (a*b+c -> fma), never reassociation,
 # so results stay IEEE apart from the fused rounding.
@@ -293,11 +293,13 @@ class ExprEmitter(AccessEmitter):
         raise BuildError(f"llvm codegen: unknown math function {e.op!r}")
 
     def math(self, op: str, x: ir.Value) -> ir.Value:
-        """exp/log/tanh: float32 vector exp inline (``vecmath.exp_f32``); otherwise one
-        libmvec call per register-wide piece of a vector (see ``vecmath``), else the LLVM
-        intrinsic (libm, one call per lane)."""
+        """exp/log/tanh: float32 vector exp and tanh inline (``vecmath.exp_f32``,
+        ``tanh_f32``); otherwise one libmvec call per register-wide piece of a vector
+        (see ``vecmath``), else the LLVM intrinsic (libm, one call per lane)."""
         if inline_exp(op, x):
             return exp_f32(self.b, x)
+        if inline_tanh(op, x):
+            return tanh_f32(self.b, x)
         n = lanes_of(x)
         target = self.fn.mod.target
         found = None

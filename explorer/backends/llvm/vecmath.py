@@ -105,3 +105,38 @@ def _scale(b: ir.IRBuilder, y: ir.Value, n: ir.Value) -> ir.Value:
 def inline_exp(op: str, x: ir.Value) -> bool:
     """Is ``op`` on ``x`` emitted inline (``exp_f32``)? exp of float32 vectors."""
     return op == "exp" and lanes_of(x) > 1 and x.type.element == F32
+
+
+# Cephes tanhf: tanh(x) = x + x^3 P(x^2) for |x| < 0.625, 1 - 2 / (exp(2|x|) + 1) above
+# (no cancellation there: tanh >= 0.55), the sign of x put back.
+_TANH_SMALL = 0.625
+_TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+              -3.33332819422e-1)
+_SIGN = 0x80000000
+
+
+def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """tanh of a float32 vector ``x``, inline: Cephes' tanhf on |x| (odd polynomial
+    below 0.625, ``exp_f32`` above), the sign of x copied back bitwise, so -0.0 stays
+    -0.0. exp(2|x|) overflows to inf past |x| = 44.5 and 1 - 2 / inf is exactly 1;
+    NaN stays NaN (the ordered compare sends it through exp, which keeps it)."""
+    vt = x.type
+    c = (lambda v: splat_const(vt, v))
+    vi = ir.VectorType(I32, lanes_of(x))
+    bits = b.bitcast(x, vi)
+    sign = b.and_(bits, splat_const(vi, _SIGN))
+    ax = b.bitcast(b.and_(bits, splat_const(vi, _SIGN - 1)), vt)
+    s = b.fmul(ax, ax, flags=_FLAGS)
+    p = c(_TANH_POLY[0])
+    for k in _TANH_POLY[1:]:
+        p = b.fadd(b.fmul(p, s, flags=_FLAGS), c(k), flags=_FLAGS)
+    small = b.fadd(b.fmul(b.fmul(p, s, flags=_FLAGS), ax, flags=_FLAGS), ax, flags=_FLAGS)
+    e = exp_f32(b, b.fadd(ax, ax))
+    large = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e, c(1.0))))
+    y = b.select(b.fcmp_ordered("<", ax, c(_TANH_SMALL)), small, large)
+    return b.bitcast(b.or_(b.bitcast(y, vi), sign), vt)
+
+
+def inline_tanh(op: str, x: ir.Value) -> bool:
+    """Is ``op`` on ``x`` emitted inline (``tanh_f32``)? tanh of float32 vectors."""
+    return op == "tanh" and lanes_of(x) > 1 and x.type.element == F32
