@@ -75,11 +75,19 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     c = (lambda v: splat_const(vt, v))
     xc = b.select(b.fcmp_ordered("<", x, c(_X_MIN)), c(_X_MIN), x)
     xc = b.select(b.fcmp_ordered(">", xc, c(_X_MAX)), c(_X_MAX), xc)
+    y, ni = _exp_reduced(b, xc)
+    return _scale(b, y, ni)     # NaN stays NaN: r and so y are NaN, whatever ni is
+
+
+def _exp_reduced(b: ir.IRBuilder, xc: ir.Value):
+    """(exp(r), n) with exp(xc) = exp(r) * 2**n, for a float32 vector ``xc``."""
+    vt = xc.type
+    c = (lambda v: splat_const(vt, v))
     # n = round(x / ln 2): adding 1.5 * 2**23 rounds to an integer (to nearest, even),
     # which the float's low mantissa bits then hold: the int without a conversion
     t = b.fadd(b.fmul(xc, c(_LOG2E), flags=_FLAGS), c(_ROUND), flags=_FLAGS)
     n = b.fsub(t, c(_ROUND))
-    vi = ir.VectorType(I32, lanes_of(x))
+    vi = ir.VectorType(I32, lanes_of(xc))
     ni = b.sub(b.bitcast(t, vi), splat_const(vi, _ROUND_BITS))
     r = b.fsub(xc, b.fmul(n, c(_LN2_HI), flags=_FLAGS), flags=_FLAGS)
     r = b.fsub(r, b.fmul(n, c(_LN2_LO), flags=_FLAGS), flags=_FLAGS)
@@ -88,7 +96,7 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         p = b.fadd(b.fmul(p, r, flags=_FLAGS), c(k), flags=_FLAGS)
     r2 = b.fmul(r, r, flags=_FLAGS)
     y = b.fadd(b.fadd(b.fmul(p, r2, flags=_FLAGS), r, flags=_FLAGS), c(1.0), flags=_FLAGS)
-    return _scale(b, y, ni)     # NaN stays NaN: r and so y are NaN, whatever ni is
+    return y, ni
 
 
 def _scale(b: ir.IRBuilder, y: ir.Value, n: ir.Value) -> ir.Value:
@@ -110,6 +118,7 @@ def inline_exp(op: str, x: ir.Value) -> bool:
 # Cephes tanhf: tanh(x) = x + x^3 P(x^2) for |x| < 0.625, 1 - 2 / (exp(2|x|) + 1) above
 # (no cancellation there: tanh >= 0.55), the sign of x put back.
 _TANH_SMALL = 0.625
+_TANH_ONE = 9.5
 _TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
               -3.33332819422e-1)
 _SIGN = 0x80000000
@@ -131,7 +140,13 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     for k in _TANH_POLY[1:]:
         p = b.fadd(b.fmul(p, s, flags=_FLAGS), c(k), flags=_FLAGS)
     small = b.fadd(b.fmul(b.fmul(p, s, flags=_FLAGS), ax, flags=_FLAGS), ax, flags=_FLAGS)
-    e = exp_f32(b, b.fadd(ax, ax))
+    # exp(2 min(|x|, 9.5)): tanh rounds to 1 from 9.011 up (1 - tanh(x) = 2 exp(-2x) is
+    # then under half the ulp below 1, 2**-25), and 1 - 2 / (exp(19) + 1) rounds to 1
+    # too, so 2**n has n <= 28, one normal power of two, and exp_f32's clamps and two-step scaling are
+    # not needed (NaN passes the ordered compare and stays NaN)
+    ac = b.select(b.fcmp_ordered(">", ax, c(_TANH_ONE)), c(_TANH_ONE), ax)
+    er, n = _exp_reduced(b, b.fadd(ac, ac))
+    e = b.fmul(er, b.bitcast(b.shl(b.add(n, splat_const(vi, 127)), splat_const(vi, 23)), vt))
     large = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e, c(1.0))))
     y = b.select(b.fcmp_ordered("<", ax, c(_TANH_SMALL)), small, large)
     return b.bitcast(b.or_(b.bitcast(y, vi), sign), vt)
