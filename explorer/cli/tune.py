@@ -33,6 +33,7 @@ import time
 from ..errors import ExplorerError, UsageError
 from ..events import (CandidateMeasured, NewBest, Retiming, RoundStarted, TuningFinished,
                       TuningStarted, WarmStart)
+from ..suites import suite_names
 from .common import check_fits, check_writable_dir, check_writable_file, one_line
 from .workload_text import workload_from_text
 
@@ -42,8 +43,8 @@ def add_arguments(p) -> None:
     what.add_argument("--op", default=None, help="operator name (default gemm); see "
                       "explorer.ops.registry")
     what.add_argument("--suite", default=None, help="a suite shipped with explorer "
-                      "(resnet18, bert_base, mobilenet_v2, mlp, memory_bound) or a suite JSON "
-                      "file; see --trials-per-task")
+                      f"({', '.join(suite_names())}) or a suite JSON file; see "
+                      "--trials-per-task")
     p.add_argument("--shape", default=None, help="comma-separated shape parameters in the "
                    "operator's order, e.g. 1024,1024,1024 for gemm M,N,K (default 1024^3 gemm)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",

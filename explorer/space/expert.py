@@ -58,7 +58,9 @@ UNROLL_STEP = 64          # unroll the micro-kernel, keep the reduction loop a l
 
 def expert_trace(workload, target="llvm"):
     """The expert schedule of ``workload`` as a trace of the default space of ``target``
-    (decisions included). Supported: gemm, batch_matmul, dense_bias_relu, conv2d NCHW."""
+    (decisions included). Supported: gemm, batch_matmul, dense_bias_relu, conv2d NCHW, and
+    the fused conv2d_bias_relu and gemm_bias_gelu (``expert_epilogue``: the plain op's plan,
+    the epilogue on the register tile)."""
     target = as_target(target)
     name = getattr(workload, "name", None)
     if name not in SUPPORTED or isinstance(workload, PrimFunc):
