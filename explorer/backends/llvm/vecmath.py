@@ -20,10 +20,11 @@ every 37th float32 in [1e-6, 10] of both signs (10.5 M values), exact below 2**-
 (subnormals included), +-0 and +-inf to +-0 and +-1, NaN kept. Measured on Zen 5
 (2 cores, load 5-6, one process, interleaved medians): a plain tanh loop 0.95x
 libmvec's AVX-512 tanhf (which uses tables); the BERT FFN's gemm + bias + GELU
-expert (128x3072x768, 1 thread) level with libmvec (0.998-1.006x: its GELU is a
-loop of its own, where libmvec's calls spill nothing); on ``-mcpu=haswell`` (not the
-host, so one scalar ``tanhf`` a lane before) the tanh loop 19.6x and the fused gemm
-2.4x faster.
+expert (128x3072x768, 1 thread) level with libmvec (0.998-1.006x: its GELU runs
+unrolled on the register tile and both spill there, libmvec's calls clobbering every
+register, the inline code's 16 interleaved chains and hoisted constants outnumbering
+them); on ``-mcpu=haswell`` (not the host, so one scalar ``tanhf`` a lane before) the
+tanh loop 19.6x and the fused gemm 2.4x faster.
 
 LLVM lowers ``llvm.exp.v16f32`` to sixteen scalar ``expf`` calls. glibc ships
 vector versions of exp, log and tanh for SSE, AVX2 and AVX-512 in libmvec;
