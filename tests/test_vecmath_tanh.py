@@ -2,6 +2,8 @@
 the exact tanh (numpy's float64) over a dense sweep of [-10, 10], relative accuracy
 kept down to subnormal inputs, -0.0 kept, +-inf to +-1, NaN kept; on the host and an
 AVX2 target, with no call left in the kernel; and the GELU epilogue built on it."""
+import re
+
 import numpy as np
 import pytest
 
@@ -39,7 +41,7 @@ def tanh_kernel(n: int, lanes: int, target, fn=te.tanh, ref=np.tanh):
 def run(x: np.ndarray, lanes: int, target, **kw) -> np.ndarray:
     x = np.concatenate([x, np.zeros(-len(x) % lanes, np.float32)]).astype(np.float32)
     kernel = tanh_kernel(len(x), lanes, target, **kw)
-    assert "tanh" not in kernel.llvm_ir.replace("tanh_", "")   # no libm/libmvec call
+    assert not re.search(r"declare[^\n]*tanh", kernel.llvm_ir)     # no libm/libmvec call
     y = np.empty_like(x)
     kernel(x, y)
     return x, y
