@@ -33,11 +33,12 @@ PyTorch the torch rows are left out, saying so. Unset ``OPENBLAS_CORETYPE`` and
 Measured (session 8, 2-core Zen 5 VM, ``--threads 1 --rounds 15``, load 9-11 from other
 jobs, so only the ratios within a run mean anything; time over ours fused, medians):
 gemm + bias + GELU: torch unfused 2.07-2.09, torch onednn 0.85-1.06, numpy 0.99-1.00,
-our gemm alone 0.85-0.99 (the GELU's libmvec tanh calls cost ours 1-15%). The convs
-lose while the fused conv space has no channel-vectorized sketch
-(``MultiLevelTiling.add_vector_channel`` refuses a block with a consumer): C2 torch
-unfused 0.83, C6 0.61, our conv2d alone 0.64 and 0.57. With that sketch offered
-(the epilogue fused where the write cache goes; tried outside the tree) they reach
+our gemm alone 0.85-0.99 (the epilogue costs 5-10%: with the tanh inline since,
+``backends/llvm/vecmath.tanh_f32``, level with libmvec on AVX-512 and 2.4x faster on a
+non-host AVX2 target, 16 interleaved tanh chains on the register tile still spill).
+The fused convs now get the channel-vectorized sketch
+(``MultiLevelTiling.add_vector_channel`` fuses one elementwise consumer where the write
+cache goes); before it they lost (C2 torch unfused 0.83, C6 0.61), with it they reach
 parity: C2 1.01, C6 1.04, our conv2d alone 0.93 and 0.91.
 """
 from __future__ import annotations
