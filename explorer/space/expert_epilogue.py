@@ -20,10 +20,10 @@ schedules (``explorer.space.expert``) are, and is chosen the same way::
 - A conv takes the channel-vectorized sketch (2 vectors of output channels x a few
   columns, see ``expert._conv_channel``) where the space offers one with the epilogue
   fused, else the sketch vectorized over the output columns (``expert._conv_nchw``).
-  Today's default rules offer none (``MultiLevelTiling.add_vector_channel`` refuses a
-  block with a consumer), and the column-vectorized conv runs at about 0.6x the plain
-  conv2d's channel-vectorized expert (ResNet-18 C2, C6, one core; with the epilogue fused
-  where the channel sketch's write cache goes, 0.9-1.0x: ``benchmarks/fused_epilogue.py``).
+  The default rules offer it (``MultiLevelTiling.add_vector_channel`` fuses one
+  elementwise consumer where the write cache would go); the column-vectorized conv ran at
+  about 0.6x the plain conv2d's channel-vectorized expert (ResNet-18 C2, C6, one core),
+  the channel sketch with the epilogue at 0.9-1.0x (``benchmarks/fused_epilogue.py``).
 """
 from __future__ import annotations
 
