@@ -105,6 +105,26 @@ def test_progress_lines_say_when_the_fastest_are_timed_again():
     assert "2/2 trials, best 1.5 GFLOP/s" in lines[-1]
 
 
+def test_suite_progress_counts_every_tasks_trials_against_the_suite_budget():
+    # each tuner of a suite counts its own trials from 0; the line counts the suite's
+    import io
+    from explorer.events import CandidateMeasured, NewBest, RoundStarted, TuningStarted
+    from explorer.cli.tune import Progress
+    out = io.StringIO()
+    p = Progress(stream=out, suite_trials=12)
+    for wl in ("C1", "C2"):
+        p(TuningStarted(wl, "llvm", 12, "evolutionary", 0))
+    for t in range(3):
+        p(CandidateMeasured("C1", 0, t, {}, 1e-3, 2.0, None, None))
+    p(NewBest("C1", 2, 1e-3, 2.0, {}))
+    for t in range(2):
+        p(CandidateMeasured("C2", 0, t, {}, 1e-3, 9.0, "build failed", None))
+    p(RoundStarted("C2", 1, 4))
+    line = out.getvalue().splitlines()[-1]
+    assert "5/12 trials" in line and "last task 2 trials, best -" in line, line
+    assert "2 failed" in line
+
+
 def test_show_prints_the_best_per_workload_with_its_runs(tmp_path, capsys):
     from explorer import Schedule, Trace, build, ops
     from explorer.database import Database, TuningRecord

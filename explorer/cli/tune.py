@@ -210,7 +210,7 @@ def suite_from_args(args) -> list:
 class Progress:
     """One status line per workload on a terminal (rewritten in place), else a line a round."""
 
-    def __init__(self, stream=None, quiet: bool = False):
+    def __init__(self, stream=None, quiet: bool = False, suite_trials: int | None = None):
         self.stream = sys.stderr if stream is None else stream
         self.quiet = quiet
         self.tty = hasattr(stream, "isatty") and stream.isatty()
@@ -219,23 +219,36 @@ class Progress:
         self.best = None
         self.start = time.perf_counter()
         self.failed = 0
+        # a suite: one bar over all its tasks (each tuner counts its own trials)
+        self.suite_trials = suite_trials
+        self.task_done: dict = {}
+        self.task_best: dict = {}
+        self.workload = None
 
     def __call__(self, ev) -> None:
         if self.quiet:
             return
         if isinstance(ev, TuningStarted):
-            self.total, self.done, self.best, self.failed = ev.trials, 0, None, 0
-            self.start = time.perf_counter()
+            if self.suite_trials is None:
+                self.total, self.done, self.best, self.failed = ev.trials, 0, None, 0
+                self.start = time.perf_counter()
+            else:
+                self.total = self.suite_trials
             self._line(f"tuning {ev.workload} on {ev.target} ({ev.strategy}, seed {ev.seed})",
                        final=True)
         elif isinstance(ev, WarmStart):
             self._line(ev.message, final=True)
         elif isinstance(ev, CandidateMeasured):
-            self.done = ev.trial + 1
+            self.workload = ev.workload
+            self.task_done[ev.workload] = ev.trial + 1
+            self.done = (ev.trial + 1 if self.suite_trials is None
+                         else sum(self.task_done.values()))
             self.failed += ev.error is not None and not ev.error.startswith("cutoff")
             if self.tty:
                 self._line(self._status())
         elif isinstance(ev, NewBest):
+            self.workload = ev.workload
+            self.task_best[ev.workload] = ev.gflops
             self.best = ev.gflops
         elif isinstance(ev, RoundStarted) and not self.tty and ev.round > 0:
             self._line(self._status(), final=True)
@@ -252,8 +265,13 @@ class Progress:
         bar = "#" * int(frac * width) + "." * (width - int(frac * width))
         el = time.perf_counter() - self.start
         eta = el / frac - el if frac > 0 else 0.0
-        best = f"{self.best:.1f} GFLOP/s" if self.best else "-"
-        return (f"[{bar}] {self.done}/{self.total} trials, best {best}, {self.failed} failed, "
+        if self.suite_trials is not None:   # the suite's trials, then the last task's
+            task = self.task_best.get(self.workload)
+            best = (f"last task {self.task_done.get(self.workload, 0)} trials, best "
+                    + (f"{task:.1f} GFLOP/s" if task else "-"))
+        else:
+            best = "best " + (f"{self.best:.1f} GFLOP/s" if self.best else "-")
+        return (f"[{bar}] {self.done}/{self.total} trials, {best}, {self.failed} failed, "
                 f"{el:.0f}s elapsed, ~{eta:.0f}s left")
 
     def _line(self, text: str, final: bool = False) -> None:
@@ -342,7 +360,7 @@ def main(args) -> int:
     if args.json:
         check_writable_file(args.json, "--json")
     db = Database(args.db)
-    progress = Progress(quiet=args.quiet)
+    progress = Progress(quiet=args.quiet, suite_trials=args.trials if args.suite else None)
     if args.suite:
         return _tune_suite(args, work, target, db, progress)
     return _tune_one(args, work, target, db, progress)
