@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 
@@ -62,6 +61,7 @@ from explorer.measure.config import RunConfig  # noqa: E402
 from explorer.measure.timing import time_repeats, timed  # noqa: E402
 from explorer.space.expert import expert_schedule  # noqa: E402
 from explorer.space.expert_epilogue import main_nest  # noqa: E402
+from tune_cases import write_json  # noqa: E402
 
 TORCH_ROWS = ("main", "unfused", "bias", "onednn")
 _refs = ReferenceCache()
@@ -246,10 +246,7 @@ def main() -> None:
     report.update(notes=b.notes, tuning=tuning,
                   summary={c["case"]: summary(c) for c in report["cases"]})
     print(format_report(report, {t.name: t.weight for t in chosen}))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-        print(f"wrote {args.json}")
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":

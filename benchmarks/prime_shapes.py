@@ -17,7 +17,6 @@ without it the torch column says so.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -27,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from explorer import Schedule, Trace, build, ops  # noqa: E402
 from explorer.cli import bench  # noqa: E402
 from explorer.database import Database  # noqa: E402
-from tune_cases import add_arguments, parse_target, tune_missing  # noqa: E402
+from tune_cases import add_arguments, parse_target, tune_missing, write_json  # noqa: E402
 
 CASES = {"gemm-997x661x211": lambda: ops.gemm(997, 661, 211),
          "conv-13x13": lambda: ops.conv2d(N=1, C=256, H=13, W=13, K=256, R=3, S=3, padding=1)}
@@ -91,10 +90,7 @@ def main() -> None:
         verdict = ", ".join(f"{r:.2f}x {lib} ({'met' if r >= GOAL else 'MISSED'} "
                             f">= {GOAL:.0%})" for lib, r in ratios.items() if r)
         print(f"{case['case']}: tuned {verdict or 'not measured'}; tails: {case['tails']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-        print(f"wrote {args.json}")
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":

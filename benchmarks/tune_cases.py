@@ -7,6 +7,7 @@ not tuned again, so a long benchmark can be resumed or re-timed alone.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -52,3 +53,11 @@ def parse_target(p, args, timing: str):
         p.error(f"--trials, --{timing} and --threads must be at least 1")
     threads = args.threads or len(os.sched_getaffinity(0))
     return threads, Target(f"llvm -num-cores={threads}")
+
+
+def write_json(path, report: dict) -> None:
+    """Write a benchmark's report to ``path`` (when given) and say so."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {path}")

@@ -18,7 +18,6 @@ them (they pick a slower OpenBLAS kernel here).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -26,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from explorer.cli import bench  # noqa: E402
 from explorer.database import Database  # noqa: E402
-from tune_cases import add_arguments, parse_target, tune_missing  # noqa: E402
+from tune_cases import add_arguments, parse_target, tune_missing, write_json  # noqa: E402
 from explorer.errors import ExplorerError  # noqa: E402
 
 
@@ -49,10 +48,7 @@ def main() -> None:
         b.close()
     report["tuning"] = tuning
     print(bench.format_table(report))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-        print(f"wrote {args.json}")
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":
