@@ -128,3 +128,24 @@ def test_roofline_is_measured_once_for_this_host(m):
     assert f"{m.target.vector_lanes} fp32 lanes" in roof.source
     with pytest.raises(MeasureError, match="llvm"):
         measure_roofline("interp")
+
+
+def test_libraries_run_with_their_own_openmp_wait_not_our_runtimes(monkeypatch):
+    # our runtime makes idle threads spin briefly then sleep (GOMP_ENV); PyTorch and
+    # numpy keep their own policy, unless the user set one for everything
+    from explorer.backends.llvm import runtime
+    from explorer.measure.baselines import baseline_pool
+    if not runtime.gomp_available():
+        pytest.skip("no libgomp: the runtime sets no OpenMP environment")
+    for name, value in runtime.GOMP_ENV.items():
+        assert os.environ.get(name) == value or name not in runtime.OWN_ENV
+    monkeypatch.setattr(runtime, "OWN_ENV", {"GOMP_SPINCOUNT": "30000"})
+    monkeypatch.setenv("GOMP_SPINCOUNT", "30000")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")        # the user's own choice
+    pool = baseline_pool("numpy", 1)
+    try:
+        info = pool[0].call("info", {"impl": "numpy", "threads": 1}, lambda ph, m: 60.0)
+    finally:
+        pool.close()
+    env = info["result"]["env"]
+    assert env["GOMP_SPINCOUNT"] is None and env["OMP_WAIT_POLICY"] == "active"

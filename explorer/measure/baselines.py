@@ -28,7 +28,7 @@ from .timing import time_repeats, timed
 
 IMPLS = ("numpy", "torch")
 ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
+            "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 _refs = ReferenceCache()
 _prepared: dict = {}
 
@@ -230,8 +230,10 @@ def baseline_pool(impl: str, threads: int):
            "MKL_NUM_THREADS": threads}
     if impl == "torch":
         env["OPENBLAS_NUM_THREADS"] = 1  # numpy's BLAS only computes the reference there
+    # the libraries run with their own OpenMP wait, not the one our runtime chose
+    from ..backends.llvm.runtime import OWN_ENV
     return WorkerPool(1, "explorer.measure.baselines", env,
-                      UNSET_FOR_NUMPY if impl == "numpy" else ())
+                      tuple(OWN_ENV) + (UNSET_FOR_NUMPY if impl == "numpy" else ()))
 
 
 def baseline_request(pool, impl: str, wl, cfg: RunConfig, threads: int, *,

@@ -49,11 +49,21 @@ def gomp_available() -> bool:
         return _state["gomp"]
 
 
+# How idle team threads wait, unless the user chose. They spin a short while, then
+# sleep. Spinning for good (libgomp's active policy, or its default 300000 spins) cost
+# 8 ms per call for a 0.03 ms kernel on a shared 2-core machine: a spinning thread
+# waited a whole time slice for a descheduled one. Sleeping at once (passive, no spin)
+# made every call wake its team: on a quiet 2-core Zen 5 the 0.1 ms kernels ran at
+# half speed (ResNet-18 C11 0.128 -> 0.081 ms, attention scores 0.145 -> 0.075 ms
+# with 30000 spins; 300000 spins no faster; ``benchmarks/omp_wait.py``).
+GOMP_ENV = {"OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": "30000"}
+OWN_ENV: dict = {}    # what _load_gomp set itself (library baselines run without it)
+
+
 def _load_gomp() -> bool:
-    # Idle team threads sleep instead of spinning, unless the user chose: on a
-    # shared 2-core machine a spinning team waited a whole time slice for a
-    # descheduled thread (8 ms per call for a 0.03 ms kernel, measured).
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    for name, value in GOMP_ENV.items():
+        if name not in os.environ:
+            os.environ[name] = OWN_ENV[name] = value
     return load_library("gomp", "libgomp.so.1")
 
 
