@@ -1,29 +1,27 @@
 """How our kernels' OpenMP threads wait between parallel regions, against PyTorch and numpy.
 
-The LLVM backend's runtime sets ``OMP_WAIT_POLICY=passive`` unless the user chose
-(``explorer/backends/llvm/runtime.py``): the team's threads sleep between calls, and
-every parallel region wakes them. PyTorch and numpy run with libgomp's / OpenBLAS's own
-policy (spin a while, then sleep). This benchmark times the expert schedule of each
-case in two worker pools of its own, one with the runtime as it is and one with
-``GOMP_SPINCOUNT`` set (libgomp's spin count, which a passive policy otherwise sets to
-0; 300000 is libgomp's own default), interleaved with PyTorch and numpy. Every call is
-one sample (``RunConfig(number=1, min_repeat_secs=0)``); min, 10th percentile and
-median are printed, because on a shared machine the median mostly measures the load::
+The LLVM backend's runtime chooses how idle team threads wait unless the user did
+(``explorer/backends/llvm/runtime.py``, ``GOMP_ENV``): ``OMP_WAIT_POLICY=passive``
+with ``GOMP_SPINCOUNT=30000``, a short spin, then sleep. Until session 8 it was passive
+with no spin: every parallel region woke the team. PyTorch and numpy run with libgomp's
+/ OpenBLAS's own policy (the baseline workers do not inherit ours). This benchmark
+times the expert schedule of each case in two worker pools of its own, one with the
+runtime as it is and one with ``GOMP_SPINCOUNT=--spin`` (300000 is libgomp's own
+default), interleaved with PyTorch and numpy. Every call is one sample
+(``RunConfig(number=1, min_repeat_secs=0)``); min, 10th percentile and median are
+printed, because on a shared machine the median mostly measures the load::
 
     python3 benchmarks/omp_wait.py --cases C3 C5 C11 C12 C4 C7 attn_scores attn_context
 
 Cases are task names of the shipped suites (``resnet18``, ``bert_base``, ...).
 PyTorch is optional: without it its rows say it is absent.
 
-Measured 2026-12-02 (znver5, AVX-512, 2 threads, load average 8-9 from other runs:
-noisy; min of 280 calls each, our time over PyTorch's): expert with the runtime's
-passive wait / with GOMP_SPINCOUNT=300000: C3 1.16x / 2.25x, C5 1.01x / 1.86x,
-C11 0.80x / 1.55x, C12 0.52x / 1.03x, C4 0.84x / 1.65x, C7 0.97x / 1.47x,
-attn_scores 1.13x / 2.14x, attn_context 1.11x / 2.14x; BERT qkv_out_proj against numpy
-0.61x / 1.18x. Under that load a sleeping thread waits for a core, so the second thread
-of a passive team joined late or not at all (C12: 1.98 ms passive, 0.99 ms spinning,
-about its one-thread time); on a quiet machine the wake-up costs less, mostly on the
-0.1 ms kernels (the 1x1 convolutions and the attention batch matmuls).
+Measured 2026-12-02 (znver5, AVX-512, 2 threads), when the runtime did not spin:
+at load 8-9 (min of 280 calls, ours over PyTorch's) passive / GOMP_SPINCOUNT=300000:
+C3 1.16x / 2.25x, C11 0.80x / 1.55x, C12 0.52x / 1.03x, attn_scores 1.13x / 2.14x. Quiet
+(load 0.4-0.7), medians per call, passive / 30000 spins: C3 0.230 / 0.130 ms, C11
+0.128 / 0.081, C6 0.728 / 0.651, attn_scores 0.145 / 0.075; 300000 spins were no faster
+than 30000, so the runtime takes the shorter spin (less waste when a core is taken).
 """
 from __future__ import annotations
 
