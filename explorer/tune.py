@@ -172,6 +172,7 @@ class Tuner:
         self.pretrained = _check_pretrained(pretrained)
         self.warm_start = None
         self.resumed: tuple = ([], [])   # (features, costs) read back, not yet taught
+        self.clock = PhaseClock()        # begin() starts a fresh one
 
     def _expert_seeds(self) -> list:
         from .space.expert import expert_trace

@@ -182,6 +182,7 @@ def test_a_record_with_ptxas_resources_trains_the_model_on_them(tmp_path):
         tuner = Tuner(wl, SM80, trials=1, database=Database(tmp_path / "db"), emulate=True,
                       cost_model=spy, seed_expert=False)
     tuner._resume()
+    tuner.learn_resumed()             # what begin() does after reading the records
     (rows,) = spy.feats
     assert only(rows, "gpu_registers") == 64 and only(rows, "gpu_from_ptxas") == 1
     assert only(rows, "gpu_spill_store_bytes") == 1336
