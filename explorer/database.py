@@ -444,8 +444,14 @@ class Database:
         What a search starts from on a workload the database has not seen (the
         transfer of AutoTVM and the database's records of similar workloads, issue 17).
         Workloads without library parameters (a user's operator) have none."""
+        for what, v in (("k", k), ("per_workload", per_workload)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise DatabaseError(f"similar(): {what} must be a whole number >= 0, not {v!r}")
+        if not hasattr(workload, "key"):
+            raise DatabaseError(f"similar(): give a Workload (e.g. ops.gemm(512, 512, 512)), "
+                                f"not {workload!r}")
         name, params = getattr(workload, "name", None), dict(getattr(workload, "params", ()))
-        if not params or k <= 0:
+        if not params or k == 0:
             return []
         near = []
         for key, entry in self._workloads.items():

@@ -96,3 +96,13 @@ def test_first_population_starts_from_similar_records(tmp_path, transfer):
     assert bool(carried) == transfer
     if carried:
         check_on_interp(carried[0], mine)
+
+
+@pytest.mark.parametrize("args", [dict(workload="gemm"), dict(k=-1), dict(k=1.5),
+                                  dict(per_workload=-2)])
+def test_similar_says_what_to_fix_on_bad_arguments(tmp_path, args):
+    from explorer.errors import DatabaseError
+    db = Database(tmp_path / "db")
+    call = {"workload": ops.gemm(8, 8, 8), "target": "llvm", **args}
+    with pytest.raises(DatabaseError, match="similar"):
+        db.similar(**call)
