@@ -1,6 +1,8 @@
 """MetaSchedule's evolutionary search, guided by the cost model.
 
-Each round: a population of the database's best measured traces (20%; while
+Each round: a population of the best measured traces (20%: the database's, or,
+without a database, the run's own measurements, as MetaSchedule's in-memory
+database; while
 the workload has fewer, the best of the nearest workloads of the same operator,
 adapted to its extents: ``transfer``) plus fresh samples of the space (plus, in
 the first round, the seeds: the expert schedule); ``generations`` rounds of mutation where parents are drawn by
@@ -20,7 +22,7 @@ import numpy as np
 from ..errors import ExplorerError
 from ..schedule import Trace
 from ..schedule.sampling import sample_categorical
-from .base import SearchStrategy, func_key
+from .base import SearchStrategy, func_key, is_finite
 from .transfer import similar_population
 
 
@@ -37,6 +39,7 @@ class EvolutionarySearch(SearchStrategy):
         self.mutation_prob = mutation_prob
         self.eps_greedy = eps_greedy
         self.seeds = list(seeds or [])  # traces measured first (expert schedules)
+        self._measured: list = []       # (seconds, order, schedule) of this run, no database
 
     @classmethod
     def metaschedule_defaults(cls, **kw) -> "EvolutionarySearch":
@@ -46,9 +49,14 @@ class EvolutionarySearch(SearchStrategy):
 
     # ------------------------------------------------------------ population
     def _from_database(self, k: int) -> list:
+        """The ``k`` best measured schedules: the database's records of the workload, or
+        without a database the ones this run measured (a search without them evolves
+        fresh samples only and never refines what it measured)."""
         ctx = self.context
-        if ctx.database is None or k <= 0:
+        if k <= 0:
             return []
+        if ctx.database is None:
+            return [s for _, _, s in sorted(self._measured, key=lambda m: m[:2])[:k]]
         out = []
         for rec in ctx.database.best(ctx.workload, str(ctx.target), k):
             sch = ctx.space.apply(Trace.from_json(rec.trace))
@@ -98,6 +106,18 @@ class EvolutionarySearch(SearchStrategy):
         return list(seen.values())
 
     # ------------------------------------------------------------ interface
+    def pre_tuning(self, context) -> None:
+        super().pre_tuning(context)
+        self._measured = []
+
+    def notify_results(self, schedules: list, costs: list) -> None:
+        super().notify_results(schedules, costs)
+        if self.context.database is not None:
+            return      # the tuner committed them: _from_database reads them back
+        for s, c in zip(schedules, costs):
+            if is_finite(c) and c > 0:
+                self._measured.append((float(c), len(self._measured), s))
+
     def generate_candidates(self, n: int) -> list:
         ctx = self.context
         forced = []
