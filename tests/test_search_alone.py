@@ -206,3 +206,24 @@ def test_packed_draws_fit_their_panel_in_the_l2():
         chance += tile.panels[0].fits(d)
     assert sum(fit) / len(draws) > chance / 300
     check_on_interp(draws[fit.index(True)], wl)
+
+
+def test_channel_sketch_packs_its_weight_panel():
+    """The channel sketch reorders its register tile alone (k innermost); the rest of the
+    nest stays, and with it the loop its packed weight is computed at: a panel of the
+    output channels inside the first tile level, all input channels and the window."""
+    wl = ops.conv2d(N=1, C=8, H=7, W=7, K=64, R=3, S=3, padding=1)
+    space = DesignSpace(wl, AVX512)
+    channel = [sk for sk in space.sketches
+               if any(i.kind == "transform_layout" for i in sk.trace.insts)]
+    assert len(channel) == 1
+    (tile,) = register_tiles(channel[0].trace, space.func, AVX512)
+    assert [p.var for p in tile.parts][-1] == 1       # k vectorized, innermost
+    (panel,) = tile.panels
+    assert panel.buffer == "W"
+    mine = space.sketch_of(channel[0].trace)
+    sch = next(s for s in space.sample(24, seed=0) if space.sketch_of(s.trace) == mine)
+    d = sch.trace.decisions
+    k = next(p.inst for p in tile.parts if p.var == 1)
+    assert panel.footprint(d) == 4 * (64 // d[k][0]) * 8 * 3 * 3
+    check_on_interp(sch, wl)

@@ -153,7 +153,10 @@ def register_tiles(trace, func, target) -> list:
             continue
         block = seen.tiled[name]
         lanes = max(1, bits // (8 * _BYTES.get(block.body.buffer.dtype, 4)))
-        tiles = {p.inst: seen.extent_of[p.inst] for p in order if p.inst is not None}
+        # the tilings a draw conditions: those of the loops the last reorder named (the
+        # whole nest's, or the channel sketch's register tile alone)
+        tiles = {p.inst: seen.extent_of[p.inst] for p in seen.last_given[name]
+                 if p.inst is not None}
         out.append(RegisterTile(name, parts, tiles, lanes, max(1, regs // 4), regs,
                                 tiles[parts[-1].inst], seen.panels_of(name, order, target)))
     return out
@@ -170,7 +173,8 @@ class _Follower:
         self.loop_part: dict = {}   # LoopRV -> (block name, _Part)
         self.factor_of: dict = {}   # ExprRV -> (sample_perfect_tile index, position)
         self.extent_of: dict = {}   # sample_perfect_tile index -> extent it tiles
-        self.last_order: dict = {}  # block name -> [_Part] of its last reorder
+        self.last_order: dict = {}  # block name -> [_Part] in its order after the last reorder
+        self.last_given: dict = {}  # block name -> [_Part] its last reorder named
         self.reads: dict = {}       # BlockRV of a read cache -> (block name, read index)
         self.copies: list = []      # (block name, read index, _Part of the copy's loop)
 
@@ -246,10 +250,24 @@ class _Follower:
         return out
 
     def reorder(self, idx, inp, out):
+        """The block's loop order after ``reorder``: the loops given take, in their new
+        order, the places they held in the previous order when they all were in it (the
+        channel sketch reorders the register tile alone: the rest of the nest stays, and
+        with it the loop its packed copy is computed at); else the loops given."""
         if inp and all(lp in self.loop_part for lp in inp):
             names = {self.loop_part[lp][0] for lp in inp}
             if len(names) == 1:
-                self.last_order[names.pop()] = [self.loop_part[lp][1] for lp in inp]
+                name = names.pop()
+                parts = [self.loop_part[lp][1] for lp in inp]
+                self.last_given[name] = parts
+                prev = self.last_order.get(name, [])
+                at = [n for n, p in enumerate(prev) if any(p is q for q in parts)]
+                if len(at) == len(parts) < len(prev):
+                    order = list(prev)
+                    for n, p in zip(at, parts):
+                        order[n] = p
+                    parts = order
+                self.last_order[name] = parts
 
 
 def _index_terms(indices, names: dict):
