@@ -83,6 +83,14 @@ def test_parallel_changes_how_many_loops_run_in_parallel():
     assert len(values) == 1 and values != {32}
     par = lambda t: [ln for ln in sp.apply(t).script().splitlines() if "parallel(" in ln]  # noqa
     assert par(child) != par(trace)
+    # the child still follows its sketch: replayed to the sketch's end, its own limit kept
+    k = sp.sketch_of(trace)
+    assert k is not None and sp.sketch_of(child) == k
+    design = sp.design_trace(sp.apply(child).trace)
+    assert len(design.insts) == len(sp.sketches[k].trace.insts)
+    assert {i.inputs[2] for i in design.insts if i.kind == "annotate"
+            and i.inputs[1] == A.PARALLEL} == values
+    check_on_interp(sp.apply(child), wl)
 
 
 def test_thread_binding_changes_a_thread_count():

@@ -26,7 +26,9 @@ from ..schedule.tree import block_names, find_loop
 from .defaults import default_mutators, default_postprocs, default_rules
 from .mutators.gpu_limits import sample_within_limits
 from .register_tiles import sample_register_tiles
-from .replay import follows, replay, structure, truncated, well_formed, without_decisions
+from . import analysis as A
+from .replay import (follows, replay, structure, truncated, well_formed, with_input,
+                     without_decisions)
 
 _ROOT = object()  # stands for MetaSchedule's root block in the post-order walk
 
@@ -212,7 +214,10 @@ class DesignSpace:
 
     def sketch_of(self, trace: Trace) -> int | None:
         """Index of the sketch whose program ``trace`` follows (the longest that matches),
-        or None."""
+        or None. The values of the annotations a mutator changes (``MUTABLE_ANNOTATIONS``:
+        the parallel extent limit) may differ from the sketch's: without that a mutated
+        trace followed no sketch, and was then replayed whole, its postprocessors' steps
+        included, and neither transferred nor grouped by sketch."""
         self._sketch_list()
         if not well_formed(trace):   # structure() raises, naming what is wrong
             mine = structure(trace)
@@ -220,6 +225,9 @@ class DesignSpace:
                        if len(mine) >= len(st) and mine[:len(st)] == st]
         else:
             matches = [i for i, t in enumerate(self._sketch_traces) if follows(trace, t)]
+            if not matches:     # a mutator changed an annotation's value (MutateParallel)
+                matches = [i for i, t in enumerate(self._sketch_traces)
+                           if follows(_with_sketch_values(trace, t), t)]
         best = None
         for i in matches:
             if best is None or len(self._structures[i]) > len(self._structures[best]):
@@ -284,6 +292,22 @@ class DesignSpace:
     def size(self) -> int:
         """Size of the decision space: the sum over sketches of ``sketch_sizes``."""
         return sum(self.sketch_sizes())
+
+
+MUTABLE_ANNOTATIONS = (A.PARALLEL,)     # annotation values mutators change
+
+
+def _with_sketch_values(trace: Trace, sketch: Trace) -> Trace:
+    """``trace`` with the values of its ``MUTABLE_ANNOTATIONS`` taken from ``sketch`` where
+    both annotate the same key at the same instruction (``trace`` itself when none
+    differs)."""
+    out = trace
+    for i, (a, b) in enumerate(zip(trace.insts, sketch.insts)):
+        if (a.kind == b.kind == "annotate" and len(a.inputs) == len(b.inputs) == 3
+                and a.inputs[1] == b.inputs[1] and a.inputs[1] in MUTABLE_ANNOTATIONS
+                and a.inputs[2] != b.inputs[2]):
+            out = with_input(out, i, 2, b.inputs[2])
+    return out
 
 
 def _has(sch, block) -> bool:
