@@ -32,6 +32,7 @@ from ..features import FEATURE_VERSION, NUM_FEATURES, feature_groups, feature_na
 from .base import (CostModel, as_seed, atomic_write, check_batch, check_features, read_state,
                    rng_from_state, rng_state, write_state)
 from .objectives import OBJECTIVES, PackSum, labels, rank_objective, rank_pairs, reg_objective
+from .prior import analytic_prior
 
 MODEL_FILE = "model.json"
 BASE_FILE = "base.json"
@@ -43,7 +44,6 @@ DEFAULTS = {"objective": "rank", "max_depth": 3, "gamma": 0.001, "min_child_weig
 METASCHEDULE = {"objective": "reg", "max_depth": 10, "gamma": 0.001, "min_child_weight": 0.0,
                 "eta": 0.2, "subsample": 1.0, "colsample_bytree": 1.0, "num_boost_round": 300,
                 "prior_weight": 0.0}
-PRIOR_FEATURE = "cg_cycles"
 
 
 class XGBCostModel(CostModel):
@@ -204,18 +204,16 @@ class XGBCostModel(CostModel):
         return pack.scores(rows.astype(np.float64))
 
     def _prior(self, pack: PackSum, feats: list) -> np.ndarray:
-        """Per row: the candidate's analytic prior on its first row, 0 on the others."""
+        """Per row: the candidate's analytic prior (``prior.analytic_prior``) times
+        ``prior_weight`` on its first row, 0 on the others."""
         margin = np.zeros(len(pack.rows))
         w = self.params["prior_weight"]
         if not w or self.params["objective"] != "rank" or self._num_features != NUM_FEATURES \
                 or not len(pack.rows):
             return margin
-        col = feature_names().index(PRIOR_FEATURE)
-        raw = np.exp2(pack.rows[:, col].astype(np.float64)) - 1.0   # features are log2(x+1)
-        est = np.bincount(pack.ids, weights=raw, minlength=pack.n)
         counts = np.fromiter((len(f) for f in feats), dtype=np.int64, count=len(feats))
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])[counts > 0]
-        margin[first] = -w * np.log1p(est[counts > 0])
+        margin[first] = w * analytic_prior(feats, pack)[counts > 0]
         return margin
 
     def feature_importance(self, top: int | None = 10) -> tuple:

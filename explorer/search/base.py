@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..cost_model.prior import analytic_prior  # noqa: F401 - re-exported
+
 
 @dataclass
 class TuneContext:
@@ -61,9 +63,9 @@ class TuneContext:
     def predict(self, schedules: list) -> np.ndarray:
         """Predicted scores (higher is better). While a learned model is untrained (before
         its first measurements and without a warm start) the scores are the analytic prior
-        (``analytic_prior``: the features' cycle estimate), so that the first round is not
-        a random one; with no model or a ``RandomModel`` they are random (then no features
-        are computed at all)."""
+        (``cost_model.prior.analytic_prior``: the features' cycle estimate), so that the
+        first round is not a random one; with no model or a ``RandomModel`` they are random
+        (then no features are computed at all)."""
         if not schedules:
             return np.zeros(0)
         from ..cost_model import RandomModel
@@ -82,26 +84,6 @@ class TuneContext:
         model = self.cost_model
         return (self.prior and model is not None and not isinstance(model, RandomModel)
                 and not getattr(model, "trained", True))
-
-
-PRIOR_FEATURE = "cg_cycles"
-
-
-def analytic_prior(features_list) -> np.ndarray:
-    """Scores (higher is better) from the features alone: ``-ln(1 + estimated cycles)``,
-    the codegen group's cycle estimate (``cg_cycles``, see ``explorer.features.codegen``)
-    summed over a candidate's stores; the learned model starts from the same prior. Used
-    to rank candidates before anything was measured: on gemm 1024^3 it ranks the expert
-    schedule 5th to 50th of 200-300 samples of the default space (its estimate saturates
-    at the compute bound: the best few percent look alike to it, and it does not see what
-    packing is worth)."""
-    from ..features import feature_names
-    col = feature_names().index(PRIOR_FEATURE)
-    out = np.empty(len(features_list))
-    for n, f in enumerate(features_list):
-        cycles = np.exp2(np.asarray(f, dtype=np.float64)[:, col]) - 1.0 if len(f) else [0.0]
-        out[n] = -np.log1p(float(np.sum(cycles)))
-    return out
 
 
 def func_key(sch) -> int:
