@@ -21,7 +21,9 @@ needs_slow = pytest.mark.skipif(not os.environ.get("EXPLORER_SLOW"),
 CASES = [ops.gemm(8, 12, 10), ops.gemm(64, 96, 40), ops.batch_matmul(2, 6, 8, 5),
          ops.batch_matmul(3, 16, 32, 24), ops.dense_bias_relu(6, 8, 10),
          ops.dense_bias_relu(24, 48, 32), ops.conv2d(1, 3, 7, 6, 4, 3, 3),
-         ops.conv2d(1, 4, 8, 8, 8, 3, 3, padding=1), ops.conv2d(2, 3, 9, 9, 4, 3, 3, stride=2)]
+         ops.conv2d(1, 4, 8, 8, 8, 3, 3, padding=1), ops.conv2d(2, 3, 9, 9, 4, 3, 3, stride=2),
+         ops.depthwise_conv2d(1, 5, 9, 9, 3, 3, stride=2, padding=1),
+         ops.depthwise_conv2d(1, 6, 13, 13, 3, 3, stride=1, padding=1)]
 
 
 @pytest.mark.parametrize("wl", CASES, ids=lambda w: w.key)
@@ -94,7 +96,7 @@ def test_unsupported_operators_say_what_exists():
     with pytest.raises(SpaceError, match="llvm"):
         expert_trace(ops.gemm(8, 8, 8), "cuda")
     assert SUPPORTED == ("gemm", "batch_matmul", "dense_bias_relu", "conv2d",
-                         "conv2d_bias_relu", "gemm_bias_gelu")
+                         "conv2d_bias_relu", "gemm_bias_gelu", "depthwise_conv2d")
 
 
 BENCH = r"""

@@ -49,7 +49,7 @@ from .replay import producers_of
 from .rules.multi_level_tiling import padded_extent
 
 SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d", "conv2d_bias_relu",
-             "gemm_bias_gelu")
+             "gemm_bias_gelu", "depthwise_conv2d")
 ROOT, INLINE = -1, -2     # decisions of sample_compute_location
 PADDING = "_padding"      # a plan's key: where its padding stage goes (ROOT by default)
 OPERAND_REGISTERS = 4     # vector registers a micro-kernel leaves for B's loads and A's broadcast
@@ -58,9 +58,9 @@ UNROLL_STEP = 64          # unroll the micro-kernel, keep the reduction loop a l
 
 def expert_trace(workload, target="llvm"):
     """The expert schedule of ``workload`` as a trace of the default space of ``target``
-    (decisions included). Supported: gemm, batch_matmul, dense_bias_relu, conv2d NCHW, and
+    (decisions included). Supported: gemm, batch_matmul, dense_bias_relu, conv2d NCHW,
     the fused conv2d_bias_relu and gemm_bias_gelu (``expert_epilogue``: the plain op's plan,
-    the epilogue on the register tile)."""
+    the epilogue on the register tile) and depthwise_conv2d (``expert_depthwise``)."""
     target = as_target(target)
     name = getattr(workload, "name", None)
     if name not in SUPPORTED or isinstance(workload, PrimFunc):
@@ -75,6 +75,9 @@ def expert_trace(workload, target="llvm"):
     if name in ("conv2d_bias_relu", "gemm_bias_gelu"):   # the epilogue on the register tile
         from .expert_epilogue import epilogue_trace
         return epilogue_trace(workload, target)
+    if name == "depthwise_conv2d":     # rows x columns of one channel, see the module
+        from .expert_depthwise import depthwise_trace
+        return depthwise_trace(workload, target)
     space = DesignSpace(workload, target)
     if name == "conv2d":
         try:   # the output channel vectorized, when the space offers it
