@@ -8,10 +8,22 @@ times of records already there, taken when a tuning run ends: the fastest few
 candidates timed again in interleaved rounds, so that "best" is not the one
 lucky measurement among hundreds. A record's ``seconds`` is the median of all
 its run times, the re-timings included, and ``best`` ranks re-timed records
-before those measured once. Every line is appended with a single
-``write`` on an ``O_APPEND`` file and flushed to disk, so a process killed
-mid-write leaves at most one torn last line, which loading skips with a
-warning. Loading only parses JSON; nothing is executed. A tuning run resumes
+before those measured once. Lines are appended with a single ``write`` on an
+``O_APPEND`` file and flushed to disk (``fsync``) before the call that adds them
+returns, so a process killed mid-write leaves at most one torn last line, which
+loading skips with a warning. Inside ``with db.batch():`` (a tuning round, its
+re-timings, a merge) the lines wait in memory and the block's end appends them,
+one ``write`` and one ``fsync`` per file: a record is committed, on disk and whole,
+when the block ends (or raises), and a crash inside it loses at most the block's
+records, none torn. Loading only parses JSON; nothing is executed.
+
+``features.jsonl`` (optional, a cache: deleting it loses nothing) holds, per
+record, what resuming a tuning run would otherwise rebuild by replaying the
+record's trace: its postprocessed function (``explorer.ir_json``) and its feature
+rows, under a key that the tuner derives from the record, the target and the
+version of the code that made them (``explorer.tune``). Every line carries a
+digest of its content; a line that is torn, damaged, of another version or
+missing is simply not found (the tuner recomputes it), never an error. A tuning run resumes
 from what the directory holds; databases merge; ``best`` takes the target into
 account.
 
@@ -29,11 +41,15 @@ written before these fields existed load as measured, with no resources.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
 import os
 import statistics
 import warnings
+import zlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -197,8 +213,13 @@ def trace_key(trace: dict) -> str:
     return json.dumps(trace, sort_keys=True, separators=(",", ":"))
 
 
-def _append_line(path: Path, obj: dict) -> None:
-    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+def _line(obj: dict) -> bytes:
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
+def _append(path: Path, data: bytes, sync: bool = True) -> None:
+    """Append ``data`` (whole lines) to ``path`` with one ``write`` on an ``O_APPEND``
+    file, then ``fsync`` it (unless ``sync`` is False: a cache)."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -207,10 +228,57 @@ def _append_line(path: Path, obj: dict) -> None:
                 f.seek(size - 1)
                 if f.read(1) != b"\n":
                     data = b"\n" + data
-        os.write(fd, data)
-        os.fsync(fd)
+        view = memoryview(data)
+        while view:     # a regular file takes it all at once; a short write goes on
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
+
+
+FEATURES_LINE_VERSION = 1     # the layout of a line of features.jsonl
+MAX_FEATURES_LINE = 1 << 24      # bytes of one line: larger ones are not read
+MAX_FEATURES_FUNC = 1 << 25      # bytes of a function's JSON text once decompressed
+
+
+def _features_digest(key, version, func, rows, cols, f32) -> str:
+    return hashlib.sha256(f"{key}|{version}|{func}|{rows}|{cols}|{f32}".encode()).hexdigest()
+
+
+def _features_line(key: str, version: str, text: str, rows) -> dict:
+    import numpy as np
+    rows = np.ascontiguousarray(rows, dtype="<f4")
+    func = base64.b64encode(zlib.compress(text.encode(), 6)).decode()
+    f32 = base64.b64encode(rows.tobytes()).decode()
+    n, c = (int(x) for x in rows.shape)
+    return {"v": FEATURES_LINE_VERSION, "key": key, "ver": version, "func": func, "rows": n,
+            "cols": c, "f32": f32, "sha": _features_digest(key, version, func, n, c, f32)}
+
+
+def _features_of(d: dict):
+    """(function JSON text, float32 rows) of a line of features.jsonl, or None unless it
+    is whole: the fields of the right types, the digest of its content, the sizes, and
+    finite features."""
+    import numpy as np
+    func, f32, n, c = d.get("func"), d.get("f32"), d.get("rows"), d.get("cols")
+    if not (isinstance(func, str) and isinstance(f32, str)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (n, c))):
+        return None
+    if d.get("sha") != _features_digest(d["key"], d.get("ver"), func, n, c, f32):
+        return None
+    try:
+        inflate = zlib.decompressobj()
+        text = inflate.decompress(base64.b64decode(func, validate=True), MAX_FEATURES_FUNC)
+        if inflate.unconsumed_tail or not inflate.eof:
+            return None
+        data = base64.b64decode(f32, validate=True)
+        if len(data) != 4 * n * c:
+            return None
+        rows = np.frombuffer(data, dtype="<f4").astype(np.float32).reshape(n, c)
+        return (text.decode(), rows) if np.isfinite(rows).all() else None
+    except (ValueError, zlib.error):   # binascii.Error and UnicodeDecodeError are ValueErrors
+        return None
 
 
 def _read_lines(path: Path, validate) -> list:
@@ -252,6 +320,10 @@ class Database:
         self._records: list = []
         self._keys: dict = {}      # (workload, target, trace key) -> index in _records
         self._retimes: dict = {}   # same key -> the re-timing batches (tuples) added
+        self.features_file = self.path / "features.jsonl"
+        self._features: dict | None = None   # cache key -> its line (read when first asked)
+        self._pending: dict = {}   # file -> lines waiting for the end of ``batch``
+        self._batch_depth = 0
         self.reload()
 
     def reload(self) -> None:
@@ -292,6 +364,30 @@ class Database:
         return True
 
     # ------------------------------------------------------------ writing
+    @contextmanager
+    def batch(self):
+        """Lines committed inside the block are appended when it ends (or raises): one
+        ``write`` and one ``fsync`` per file instead of one per line. Blocks nest (the
+        outermost one writes). What ``records`` and ``best`` say changes at once."""
+        self._batch_depth += 1
+        try:
+            yield self
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth:
+                self._flush()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        for path, lines in pending.items():
+            _append(path, b"".join(lines))
+
+    def _append_line(self, path: Path, obj: dict) -> None:
+        if self._batch_depth:
+            self._pending.setdefault(path, []).append(_line(obj))
+        else:
+            _append(path, _line(obj))
+
     def commit_workload(self, workload) -> str:
         """Register a Workload (or a key string with no parameters); returns its key. A
         workload not in the operator library is stored with its JSON as text
@@ -307,7 +403,7 @@ class Database:
                              dtype=workload.dtype)
             if user:
                 entry["workload"] = workload.dumps()
-            _append_line(self.workloads_file, entry)
+            self._append_line(self.workloads_file, entry)
             self._workloads[key] = entry
         return key
 
@@ -349,7 +445,7 @@ class Database:
             self.commit_workload(record.workload)
         if record.key in self._keys:
             return False
-        _append_line(self.records_file, record.to_json())
+        self._append_line(self.records_file, record.to_json())
         self._add(record)
         return True
 
@@ -382,7 +478,7 @@ class Database:
             line = {"v": RECORD_VERSION, "workload": r.workload, "target": r.target,
                     "trace": r.trace}
             line.update({"error": item} if isinstance(item, str) else {"run_secs": list(item)})
-            _append_line(self.retimes_file, line)
+            self._append_line(self.retimes_file, line)
 
     def record(self, workload, target, trace: dict,
                emulated: bool = False) -> TuningRecord | None:
@@ -398,17 +494,80 @@ class Database:
         added = 0
         for other in others:
             other = other if isinstance(other, Database) else Database(other)
-            for key, entry in other._workloads.items():
-                if key not in self._workloads:
-                    _append_line(self.workloads_file, entry)
-                    self._workloads[key] = entry
-            for r in other._records:
-                added += self.commit_record(replace(r, retime_secs=(), retime_error=None))
-            for key, items in other._retimes.items():
-                for item in items:
-                    if self._records[self._keys[key]].ok:   # not failed by an earlier item
-                        self._append_retime(key, item)
+            with self.batch():
+                for key, entry in other._workloads.items():
+                    if key not in self._workloads:
+                        self._append_line(self.workloads_file, entry)
+                        self._workloads[key] = entry
+                for r in other._records:
+                    added += self.commit_record(replace(r, retime_secs=(), retime_error=None))
+                for key, items in other._retimes.items():
+                    for item in items:
+                        if self._records[self._keys[key]].ok:   # not failed by an earlier item
+                            self._append_retime(key, item)
         return added
+
+    # ------------------------------------------------------------ the features cache
+    def cached_features(self, version: str, keys) -> dict:
+        """``key -> (function JSON text, float32 feature rows)`` for each of ``keys``
+        that ``features.jsonl`` holds intact under ``version``; the others are left out
+        (a cache: what is missing, damaged or of another version is recomputed)."""
+        lines = self._feature_lines()
+        out = {}
+        for key in keys:
+            line = lines.get(key)
+            got = None if line is None or line.get("ver") != version else _features_of(line)
+            if got is not None:
+                out[key] = got
+        return out
+
+    def cache_features(self, version: str, entries: dict) -> None:
+        """Add ``key -> (function JSON text, feature rows)`` to ``features.jsonl``: one
+        append, not flushed to disk (a line a crash loses or tears is recomputed). When
+        its dead lines (other versions, damaged, replaced) outnumber the live ones the
+        file is written anew (to a temporary file renamed over it) without them."""
+        lines = self._feature_lines()
+        new = []
+        for key, (text, rows) in entries.items():
+            line = _features_line(key, version, text, rows)
+            lines[key] = line
+            new.append(_line(line))
+        live = sum(1 for d in lines.values() if d.get("ver") == version)
+        if self._features_read + len(new) - live > max(64, live):
+            self._rewrite_features(version)
+        elif new:
+            _append(self.features_file, b"".join(new), sync=False)
+            self._features_read += len(new)
+
+    def _feature_lines(self) -> dict:
+        """key -> line (a dict) of ``features.jsonl``, read once; a later line of a key
+        replaces an earlier one. Lines are checked when used (``_features_of``)."""
+        if self._features is None:
+            self._features, self._features_read = {}, 0
+            try:
+                raw = self.features_file.read_bytes().split(b"\n")
+            except OSError:
+                raw = []
+            for text in raw:
+                if not text.strip():
+                    continue
+                self._features_read += 1
+                try:
+                    d = json.loads(text) if len(text) <= MAX_FEATURES_LINE else None
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(d, dict) and d.get("v") == FEATURES_LINE_VERSION \
+                        and isinstance(d.get("key"), str):
+                    self._features[d["key"]] = d
+        return self._features
+
+    def _rewrite_features(self, version: str) -> None:
+        keep = {k: d for k, d in self._features.items()
+                if d.get("ver") == version and _features_of(d) is not None}
+        tmp = self.features_file.with_name(f".features.{os.getpid()}.tmp")
+        tmp.write_bytes(b"".join(_line(d) for d in keep.values()))
+        os.replace(tmp, self.features_file)
+        self._features, self._features_read = keep, len(keep)
 
     # ------------------------------------------------------------ reading
     def __len__(self) -> int:
