@@ -51,6 +51,7 @@ import warnings
 import zlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from .errors import DatabaseError
@@ -103,14 +104,15 @@ class TuningRecord:
                                    for u in used),
                 "shared_bytes": max(u.get("shared_bytes", 0) for u in used)}
 
-    @property
+    @cached_property
     def trace_key(self) -> str:
+        """``trace_key(self.trace)``, made once (loading and resuming both ask for it)."""
         return trace_key(self.trace)
 
     @property
     def key(self) -> tuple:
         """(workload, target, trace, emulated): one record per key in a database."""
-        return (self.workload, target_key(self.target), trace_key(self.trace), self.emulated)
+        return (self.workload, target_key(self.target), self.trace_key, self.emulated)
 
     def to_json(self) -> dict:
         d = asdict(self)

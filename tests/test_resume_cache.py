@@ -145,3 +145,43 @@ def test_a_resumed_run_proposes_the_same_candidates_with_and_without_the_cache(
     assert len(a) == N and a == b
     recs = Database(warm).records()
     assert len(recs) == 2 * N and len({r.trace_key for r in recs}) == 2 * N
+
+
+def _forged(line, **changes):
+    """``line`` (a dict) with ``changes`` and a digest that matches them: what only a
+    hand that knows the format writes."""
+    import base64
+    import zlib
+    d = dict(line)
+    for k, v in changes.items():
+        if k == "func_text":
+            d["func"] = base64.b64encode(zlib.compress(v)).decode()
+        elif k == "f32_array":
+            d["f32"] = base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode()
+        else:
+            d[k] = v
+    d["sha"] = _features_digest(d["key"], d["ver"], d["func"], d["rows"], d["cols"], d["f32"])
+    return json.dumps(d)
+
+
+def test_forged_cache_lines_with_good_digests_are_refused_and_recomputed(wl, db_path):
+    """A line whose digest matches but whose content cannot be what the tuner wrote:
+    a decompression bomb, sizes that disagree with the data, NaN features, rows of
+    another width, a function its loader refuses. None of them reaches the model."""
+    cold = _resume(wl, db_path)
+    lines = [json.loads(x) for x in _lines(db_path)]
+    n, c = lines[1]["rows"], lines[1]["cols"]
+    nan = np.zeros((n, c), dtype=np.float32)
+    nan[0, 0] = np.nan
+    forged = [
+        _forged(lines[1], func_text=b" " * (1 << 26)),                  # 64 MiB inflated
+        _forged(lines[2], rows=lines[2]["rows"] + 1),                    # sizes disagree
+        _forged(lines[3], f32_array=nan),                                # NaN
+        _forged(lines[4], cols=1, rows=n * c),                           # another width
+        _forged(lines[5], func_text=b'{"name": "f", "buffers": []}'),  # not a function
+    ]
+    text = "\n".join([json.dumps(lines[0])] + forged) + "\n"
+    (db_path / "features.jsonl").write_text(text)
+    again = _resume(wl, db_path)
+    _same(cold, again)
+    assert again[3] == 1 + 5
