@@ -527,7 +527,8 @@ class Database:
         """Add ``key -> (function JSON text, feature rows)`` to ``features.jsonl``: one
         append, not flushed to disk (a line a crash loses or tears is recomputed). When
         its dead lines (other versions, damaged, replaced) outnumber the live ones the
-        file is written anew (to a temporary file renamed over it) without them."""
+        file is written anew (to a temporary file renamed over it) without them. A
+        database that cannot be written (read-only) keeps no cache, and says so."""
         lines = self._feature_lines()
         new = []
         for key, (text, rows) in entries.items():
@@ -535,11 +536,15 @@ class Database:
             lines[key] = line
             new.append(_line(line))
         live = sum(1 for d in lines.values() if d.get("ver") == version)
-        if self._features_read + len(new) - live > max(64, live):
-            self._rewrite_features(version)
-        elif new:
-            _append(self.features_file, b"".join(new), sync=False)
-            self._features_read += len(new)
+        try:
+            if self._features_read + len(new) - live > max(64, live):
+                self._rewrite_features(version)
+            elif new:
+                _append(self.features_file, b"".join(new), sync=False)
+                self._features_read += len(new)
+        except OSError as e:
+            warnings.warn(f"{self.features_file}: not written ({e}); the next resume "
+                          "replays these records again")
 
     def _feature_lines(self) -> dict:
         """key -> line (a dict) of ``features.jsonl``, read once; a later line of a key

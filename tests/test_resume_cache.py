@@ -185,3 +185,16 @@ def test_forged_cache_lines_with_good_digests_are_refused_and_recomputed(wl, db_
     again = _resume(wl, db_path)
     _same(cold, again)
     assert again[3] == 1 + 5
+
+
+def test_a_read_only_database_resumes_without_a_cache(wl, db_path, monkeypatch):
+    """Nothing to write the cache to: the resume still works, and says why it is slow."""
+    import explorer.database as database_mod
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(database_mod, "_append", refuse)
+    with pytest.warns(UserWarning, match="not written"):
+        got = _resume(wl, db_path)
+    assert got[3] == N and len(got[1]) == N
+    assert not (db_path / "features.jsonl").exists()
