@@ -60,3 +60,33 @@ def test_sigmoid_uses_it_too(target):
     y = np.empty_like(x)
     kernel(x, y)
     np.testing.assert_allclose(y, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+@pytest.mark.parametrize("lanes_mult", [1, 2, 3])
+def test_scaling_by_two_to_the_n_matches_the_target(target, lanes_mult):
+    """With AVX-512 the result is scaled by 2**n in one vscalefps per register (16-lane
+    pieces through the x86 intrinsic, other widths through llvm.ldexp); without it, by
+    integer exponent arithmetic (an AVX2 target has no vector ldexp: LLVM would call
+    libm per lane). Vectors of 1, 2 and 3 registers (3: 2 + 1 pieces), still within
+    2 ulp."""
+    from explorer.backends.llvm.vecmath import has_scalef
+    n = 16 * lanes_mult if target.vector_lanes >= 16 else 8 * lanes_mult
+    A = te.placeholder((7 * n,), "float32", "A")
+    B = te.compute((7 * n,), lambda i: te.exp(A[i]), "B")
+    wl = Workload.from_te([A, B], lambda a: (np.exp(a),), name=f"exp_{n}")
+    sch = Schedule(wl)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    _, v = sch.split(i, [None, n])
+    sch.vectorize(v)
+    kernel = build(sch, target)
+    text = kernel.llvm_ir
+    if has_scalef(target):
+        assert "scalef" in text or "llvm.ldexp" in text
+    else:
+        assert "scalef" not in text and "ldexp" not in text
+    x = np.random.default_rng(1).uniform(-105, 90, 7 * n).astype(np.float32)
+    y = np.empty_like(x)
+    kernel(x, y)
+    err, _, _ = ulps(y, x)
+    assert err.max() <= 2.0

@@ -35,7 +35,7 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from . import tile_transpose, unrolling, versioning
+from . import tile_transpose, unrolling, vecmath, versioning
 from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
@@ -58,6 +58,7 @@ class ModuleGen:
         self.target = target
         self.runtime = runtime
         self.module = ir.Module(name=func.name)
+        vecmath.use_target(self.module, target)
         self.entry_name = "explorer_" + "".join(c if c.isalnum() else "_" for c in func.name)
         self.workspace_bytes = 0
         self.n_outlined = 0
