@@ -19,7 +19,9 @@ as follows:
 - guards: branches, or lane masks where they depend on the lane; the body of one
   loop per nest is emitted twice, without the guards for the iterations where
   they all hold and with them for the rest (``versioning``);
-- Allocate: see ``FunctionState.allocate``.
+- Allocate: see ``FunctionState.allocate``;
+- a float division by a lane-invariant divisor in vector code: one reciprocal and
+  products (``reciprocal``).
 
 Lane masks (a guard that depends on the lane, the tail of a vectorized loop whose
 extent is not a multiple of the register width) become masked loads and stores
@@ -35,7 +37,7 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from . import tile_transpose, unrolling, vecmath, versioning
+from . import reciprocal, tile_transpose, unrolling, vecmath, versioning
 from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
@@ -267,7 +269,9 @@ class StmtGen:
     # ------------------------------------------------------------ simple statements
     def store(self, s: BufferStore, ex: ExprEmitter) -> None:
         mask = self.mask
-        value = ex.to_mem(ex.emit(s.value, mask), s.buffer.dtype)
+        expr = s.value if ex.lane is None else self.st.mod.memo(
+            f"reciprocal {ex.lane}", s, lambda: reciprocal.rewrite(s.value, ex.lane))
+        value = ex.to_mem(ex.emit(expr, mask), s.buffer.dtype)
         ptr = self.st.buffer_ptr(s.buffer)
         align = ir.Constant(I32, mt_align(mem_type(s.buffer.dtype)))
         if ex.lane is None:
