@@ -15,9 +15,12 @@ What decides their speed is how they walk memory:
   (contiguous vector loads) and gathered from there, or (``register``) the write's
   vector loop under an unrolled loop of as many rows, a square of one register per
   row that the LLVM backend loads with contiguous vectors and transposes with
-  shuffles; parallel outer tiles;
+  shuffles, or (``stage register``) both: the tile copied first with long contiguous
+  row reads that the hardware prefetchers follow, its squares transposed in
+  registers from the copy in L1; parallel outer tiles;
 - row reduction (the innermost reduction loop contiguous): the reduction split into
-  a sampled 1, 2 or 4 vectors of lanes and ``rfactor``-ed on them, so each row
+  a sampled 2, 4 or 8 vectors of lanes (as many as fit four times in the row; one
+  only where two do not) and ``rfactor``-ed on them, so each row
   accumulates in independent vector registers (an add does not wait for the one
   before), then the vectors are summed into one (a second ``rfactor``) and its lanes
   once at the end; parallel rows;
@@ -65,7 +68,7 @@ class MemoryBoundTiling(ScheduleRule):
 
     def __init__(self, max_tile: int = 128, max_unroll: int = 8, stage_transpose: bool = True,
                  min_bytes: int | None = None, register_transpose: bool = True,
-                 max_accumulators: int = 4):
+                 max_accumulators: int = 8):
         self.max_tile = max_tile
         self.max_unroll = max_unroll
         self.stage_transpose = stage_transpose
@@ -173,8 +176,10 @@ class MemoryBoundTiling(ScheduleRule):
         extent = A.loop_node(sch, k).extent
         rf = rf2 = None
         if extent > lanes:
-            widths = [lanes * a for a in _powers_of_two(self.max_accumulators)
-                      if lanes * a * 4 <= extent] or [lanes]
+            # one accumulator only where two do not fit: a single chain of dependent
+            # adds waits out the add's latency (4 cycles) for every vector
+            fits = [a for a in _powers_of_two(self.max_accumulators) if lanes * a * 4 <= extent]
+            widths = [lanes * a for a in (fits[1:] or fits)] or [lanes]
             width = widths[0] if len(widths) == 1 else sch.sample_categorical(
                 widths, [1.0 / len(widths)] * len(widths))
             _, kv = sch.split(k, [None, width])
@@ -232,6 +237,8 @@ class MemoryBoundTiling(ScheduleRule):
         if self.register_transpose and min(loops[-1].extent,
                                            loops[names.index(read_loop)].extent) >= lanes:
             variants.insert(0, "register")
+            if self.stage_transpose:
+                variants.insert(1, "stage register")
         return [self._transpose_variant(sch.copy(), name, names.index(read_loop), variant,
                                         lanes) for variant in variants]
 
@@ -239,7 +246,10 @@ class MemoryBoundTiling(ScheduleRule):
         """One tiled transpose: the loop along the write's (or, ``read``, the read's) last
         dimension split into vectors, the other loop into tiles; ``register`` also splits
         off a square of ``lanes`` rows, unrolled right outside the vector loop (the
-        backend transposes it in registers); ``stage`` copies the input tile first."""
+        backend transposes it in registers); ``stage`` copies the input tile first;
+        ``stage register`` does both: the tile's rows copied with long contiguous
+        reads (which the hardware prefetchers follow), the squares transposed in
+        registers from the copy, in L1."""
         b = s.get_block(name)
         ls = s.get_loops(b)
         w_lp, r_lp = ls[-1], ls[read_at]
@@ -247,7 +257,7 @@ class MemoryBoundTiling(ScheduleRule):
         vec_lp, tile_lp = (r_lp, w_lp) if variant == "read" else (w_lp, r_lp)
         vo, vv = self._vector_split(s, vec_lp, lanes)
         square = None
-        if variant == "register":
+        if variant in ("register", "stage register"):
             tile_lp, square = s.split(tile_lp, [None, lanes])
         t_outer, t_inner = s.split(tile_lp, s.sample_perfect_tile(
             tile_lp, n=2, max_innermost_factor=max(1, self.max_tile // (lanes if square
@@ -265,7 +275,7 @@ class MemoryBoundTiling(ScheduleRule):
         if square is not None:
             s.unroll(square)
         self._parallel_outer(s, others + [t_outer])
-        if variant == "stage":
+        if variant in ("stage", "stage register"):
             c = s.cache_read(b, _read_index(s.func, name), "local")
             s.compute_at(c, tile_top)
             s.vectorize(s.get_loops(c)[-1])
