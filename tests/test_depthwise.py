@@ -1,6 +1,6 @@
 """Depthwise convolution on the LLVM backend: stride-2 input rows read as contiguous
-vectors and a deinterleaving shuffle (``AccessEmitter.strided_load``), the write-back of
-a tile of whole rows as contiguous stores (``access.lane_stride``), and the expert
+vectors and a deinterleaving shuffle (``backends.llvm.strided``), the write-back of
+a tile of whole rows as contiguous stores (``strided.lane_stride``), and the expert
 schedule (``explorer.space.expert_depthwise``). Every kernel is checked against the
 numpy reference, on the host and, where the host runs it, an AVX2 (8-lane) target."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 import pytest
 
 from explorer import build, ops
-from explorer.backends.llvm.access import deinterleave_plan, lane_stride
+from explorer.backends.llvm.strided import deinterleave_plan, lane_stride
 from explorer.ir.expr import FloorDiv, FloorMod, IntImm, Var
 from explorer.space import DesignSpace
 from explorer.space.expert import INLINE, PADDING, ROOT, _with_decisions, \

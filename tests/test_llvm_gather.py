@@ -15,7 +15,7 @@ import re
 import pytest
 
 from explorer import Schedule, build, ops
-from explorer.backends.llvm.access import MAX_SHUFFLED_STRIDE
+from explorer.backends.llvm.strided import MAX_SHUFFLED_STRIDE
 from explorer.backends.llvm.codegen import ModuleGen
 from explorer.backends.llvm.runtime import default_runtime
 from explorer.lower import lower

@@ -14,12 +14,13 @@ no reduction across channels, so the kernel is bound by how it reads the input r
   the accumulators in the ``local`` write cache at tile level 2, the 3 x 3 window
   unrolled around it. With stride 2 a column vector reads every other input element:
   the LLVM backend loads it as two contiguous vectors and a deinterleaving shuffle
-  (``AccessEmitter.strided_load``), not a gather;
+  (``backends.llvm.strided``), not a gather;
 - ``p3`` rows so that ``p3`` x the vectors of a row stay within the accumulator
   budget, at most half of it (8 rows), and more than ``MAX_FUSED`` elements in all (or one
   row): the vectorizer fuses a tile of at most that many elements into one loop of
-  ``p3 * q3`` lanes, whose row / column split costs a division per access (measured
-  on AVX-512, one core: MobileNet-V2 D10, 7 x 7, 0.77 ms fused against 0.05 ms with
+  ``p3 * q3`` lanes indexed ``[f // q3, f % q3]``, which the LLVM backend's lane-conflict
+  check (``analysis.vectorize_blocker``) cannot prove independent, so it runs as a
+  scalar loop (MobileNet-V2 D10, 7 x 7 tile, one core: 0.77-2.7 ms against 0.05 ms with
   one row per tile);
 - where that leaves a small tile (one row of a narrow layer: 7 columns), ``c3`` = 4 or 2
   channels in it, unrolled (MobileNet-V2 D9, one core: 0.20 ms with one channel per

@@ -10,10 +10,10 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ...errors import BuildError
-from ...ir.arith import linear_coeff
-from ...ir.expr import Add, BufferLoad, FloorDiv, FloorMod, IntImm, Sub, Var
+from ...ir.expr import BufferLoad, IntImm, Var
 from ...ir.functor import walk_expr
-from .analysis import affine_form, flat_coeff, has_unsafe
+from . import strided
+from .analysis import affine_form, has_unsafe
 from .types import (F32, F64, I1, I32, I64, PTR, const_int, lanes_of, mem_type, poison,
                     scalar_type, splat_const, suffix)
 
@@ -33,7 +33,8 @@ class AccessEmitter:
     def coeff(self, access):
         """Lane coefficient of an access's flat index (see ``analysis.flat_coeff``)."""
         return self.memo(f"coeff {self.lane} {access.buffer.shape}", access.indices,
-                         lambda: lane_stride(access.buffer.shape, access.indices, self.lane))
+                         lambda: strided.lane_stride(access.buffer.shape, access.indices,
+                                                     self.lane))
 
     def bound(self, name: str) -> ir.Value:
         """The i64 value bound to loop variable ``name``."""
@@ -126,8 +127,10 @@ class AccessEmitter:
                 v = self.b.call(fn, [base, ir.Constant(I32, mt_align(mt)), mask,
                                      poison(vt)])
             return self.from_mem(v, e.buffer.dtype)
-        if coeff is not None and 2 <= coeff <= MAX_SHUFFLED_STRIDE and self.lanes >= coeff:
-            return self.from_mem(self.strided_load(ptr, e, coeff, mask), e.buffer.dtype)
+        if coeff is not None and 2 <= coeff <= strided.MAX_SHUFFLED_STRIDE \
+                and self.lanes >= coeff:
+            return self.from_mem(strided.strided_load(self, ptr, e, coeff, mask,
+                                                      mt_align(mt)), e.buffer.dtype)
         ptrs = self.gep(ptr, e, inbounds=mask is None, mask=mask)
         vt = mem_type(e.buffer.dtype, self.lanes)
         fn = self.fn.mod.declare(f"llvm.masked.gather.{suffix(vt)}.{suffix(ptrs.type)}", vt,
@@ -136,57 +139,6 @@ class AccessEmitter:
                              mask if mask is not None else self.all_true(self.lanes),
                              poison(vt)])
         return self.from_mem(v, e.buffer.dtype)
-
-    def strided_load(self, ptr, e: BufferLoad, stride: int, mask) -> ir.Value:
-        """A vector load whose lane ``i`` reads element ``base + stride * i`` (the input
-        row of a stride-2 convolution vectorized along its output columns), as
-        ``stride`` contiguous vector loads and shuffles that pick every ``stride``-th
-        element (a deinterleave: ``vpermt2ps`` on AVX-512, ``vshufps`` and permutes on
-        AVX2) instead of a gather of single elements. The loads cover exactly the
-        range the lanes read, ``[base, base + stride * (n - 1)]``: the first ones at
-        ``base + j * n``, the last ending at the last lane's element, so nothing past
-        what a gather touches is read. Under a lane mask each load is masked by the
-        lanes whose elements it supplies (the others off). Measured with the
-        depthwise layers of MobileNet-V2 (``benchmarks/depthwise.py``)."""
-        n = self.lanes
-        plan = deinterleave_plan(n, stride)
-        base = self.gep(ptr, e, lane0=True, inbounds=mask is None, mask=mask)
-        vt = mem_type(e.buffer.dtype, n)
-        align = mt_align(mem_type(e.buffer.dtype))
-        pieces = []
-        for start, lanes in plan:
-            addr = base if start == 0 else self.b.gep(
-                base, [ir.Constant(I64, start)], inbounds=mask is None,
-                source_etype=mem_type(e.buffer.dtype))
-            if mask is None:
-                pieces.append(self.b.load(addr, typ=vt, align=align))
-                continue
-            # element k of this piece is lane lanes[k]'s (or nobody's: off)
-            sel = [lanes.get(k, n) for k in range(n)]
-            zero = ir.Constant(mask.type, [0] * n)
-            m = self.b.shuffle_vector(mask, zero, ir.Constant(ir.VectorType(I32, n), sel))
-            fn = self.fn.mod.declare(f"llvm.masked.load.{suffix(vt)}.p0", vt,
-                                     [PTR, I32, m.type, vt])
-            pieces.append(self.b.call(fn, [addr, ir.Constant(I32, align), m, poison(vt)]))
-        # lane i from the piece that holds it: a chain of two-operand shuffles
-        where = {}
-        for p, (_, lanes) in enumerate(plan):
-            for k, i in lanes.items():
-                where[i] = (p, k)
-        if len(pieces) == 1:
-            return pieces[0]
-        acc = None
-        for p in range(1, len(plan)):
-            sel = []
-            for i in range(n):
-                q, k = where[i]
-                if acc is None:
-                    sel.append(k if q == 0 else n + k if q == 1 else 0)
-                else:
-                    sel.append(n + k if q == p else i)
-            first = pieces[0] if acc is None else acc
-            acc = self.b.shuffle_vector(first, pieces[p], ir.Constant(ir.VectorType(I32, n), sel))
-        return acc
 
     def scalar_load(self, ptr, e: BufferLoad, guard, lane0: bool) -> ir.Value:
         """One element (lane-invariant in vector code); with the guard off it reads the
@@ -355,81 +307,6 @@ class AccessEmitter:
         if ca == 0:
             return b
         return self.b.add(a, b, flags=("nsw",))
-
-
-def lane_stride(shape: tuple, indices: tuple, lane: str):
-    """Lane coefficient of the flat index of an access (``analysis.flat_coeff``), also
-    where a fused loop is split back into two dimensions: ``[.., a + f // k, b + f % k]``
-    with the last of the two of extent ``k`` is ``(a * k + b) + f`` in the flat index
-    (the write-back of a register tile of whole rows, its loops fused by the vectorizer:
-    contiguous, not a scatter). None when the index is neither."""
-    c = flat_coeff(shape, indices, lane)
-    if c is not None:
-        return c
-    total, stride, d = 0, 1, len(shape) - 1
-    while d >= 0:
-        c = linear_coeff(indices[d], lane)
-        if c is not None:
-            total += c * stride
-            stride *= shape[d]
-            d -= 1
-            continue
-        mod, div = _split_lane_term(indices[d], lane, FloorMod), (
-            _split_lane_term(indices[d - 1], lane, FloorDiv) if d > 0 else None)
-        if mod is None or div is None or mod[0] != div[0] or mod[1] != shape[d]:
-            return None
-        c = linear_coeff(mod[0], lane)
-        if c is None:
-            return None
-        total += c * stride       # (x // k) * k * stride + (x % k) * stride = x * stride
-        stride *= shape[d] * shape[d - 1]
-        d -= 2
-    return total
-
-
-def _split_lane_term(e, lane: str, kind):
-    """``(x, k)`` when ``e`` is a sum whose one lane-dependent term is ``kind(x, k)``
-    (FloorDiv or FloorMod by a constant ``k > 0``) and the other terms are free of the
-    lane, else None."""
-    terms, stack = [], [e]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, Add):
-            stack += [t.a, t.b]
-        elif isinstance(t, Sub) and linear_coeff(t.b, lane) == 0:
-            stack += [t.a, t.b]     # the subtracted part is free of the lane either way
-        else:
-            terms.append(t)
-    hit = [t for t in terms if linear_coeff(t, lane) != 0]
-    if len(hit) != 1 or not isinstance(hit[0], kind):
-        return None
-    t = hit[0]
-    if not isinstance(t.b, IntImm) or t.b.value <= 0:
-        return None
-    return t.a, t.b.value
-
-
-MAX_SHUFFLED_STRIDE = 4   # wider strides gather (a load per `stride` lanes is no better)
-
-
-def deinterleave_plan(n: int, stride: int) -> list:
-    """The contiguous vector loads of ``n`` elements that cover the elements
-    ``stride * i`` (``i < n``) of a strided vector load, as ``(start, {element of the
-    load: lane})`` pairs. Loads start at ``j * n`` for ``j < stride - 1``; the last one
-    ends at the last lane's element ``stride * (n - 1)``, so the union is exactly
-    ``[0, stride * (n - 1)]``. Every lane comes from the first load that holds it."""
-    if not 2 <= stride <= n:
-        raise BuildError(f"deinterleave_plan: stride {stride} must lie in [2, {n}] lanes")
-    last = stride * (n - 1) - (n - 1)
-    starts = [j * n for j in range(stride - 1) if j * n < last] + [last]
-    plan = [(s, {}) for s in starts]
-    for i in range(n):
-        off = stride * i
-        for s, lanes in plan:
-            if s <= off < s + n:
-                lanes[off - s] = i
-                break
-    return [(s, lanes) for s, lanes in plan if lanes]
 
 
 def _value_key(v):

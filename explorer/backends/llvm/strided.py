@@ -1,0 +1,148 @@
+"""Strided vector accesses of the expression emitter that need no gather.
+
+- ``strided_load``: a vector load whose lane ``i`` reads element ``base + stride * i``
+  (the input row of a stride-2 convolution vectorized along its output columns) as
+  ``stride`` contiguous vector loads and deinterleaving shuffles;
+- ``lane_stride``: the lane coefficient of an access's flat index, also through a fused
+  loop split back into two dimensions (``[f // k, f % k]``: contiguous).
+
+    before: %v = call @llvm.masked.gather(<16 x ptr> base + 2 * <0, 1, ..., 15>)
+    after:  %a = load <16 x float> base;  %b = load <16 x float> base + 15
+            %v = shufflevector %a, %b, <0, 2, ..., 14, 17, 19, ..., 31>
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ...errors import BuildError
+from ...ir.arith import linear_coeff
+from ...ir.expr import Add, BufferLoad, FloorDiv, FloorMod, IntImm, Sub
+from .analysis import flat_coeff
+from .types import I32, I64, PTR, mem_type, poison, suffix
+
+
+def strided_load(ex, ptr, e: BufferLoad, stride: int, mask, align: int) -> ir.Value:
+    """A vector load whose lane ``i`` reads element ``base + stride * i`` (the input
+    row of a stride-2 convolution vectorized along its output columns), as
+    ``stride`` contiguous vector loads and shuffles that pick every ``stride``-th
+    element (a deinterleave: ``vpermt2ps`` on AVX-512, ``vshufps`` and permutes on
+    AVX2) instead of a gather of single elements. The loads cover exactly the
+    range the lanes read, ``[base, base + stride * (n - 1)]``: the first ones at
+    ``base + j * n``, the last ending at the last lane's element, so nothing past
+    what a gather touches is read. Under a lane mask each load is masked by the
+    lanes whose elements it supplies (the others off). Measured with the
+    depthwise layers of MobileNet-V2 (``benchmarks/depthwise.py``). ``ex``: the
+    ``ExprEmitter`` inside a vectorized loop; ``align``: the element's alignment."""
+    n = ex.lanes
+    plan = deinterleave_plan(n, stride)
+    base = ex.gep(ptr, e, lane0=True, inbounds=mask is None, mask=mask)
+    vt = mem_type(e.buffer.dtype, n)
+    pieces = []
+    for start, lanes in plan:
+        addr = base if start == 0 else ex.b.gep(
+            base, [ir.Constant(I64, start)], inbounds=mask is None,
+            source_etype=mem_type(e.buffer.dtype))
+        if mask is None:
+            pieces.append(ex.b.load(addr, typ=vt, align=align))
+            continue
+        # element k of this piece is lane lanes[k]'s (or nobody's: off)
+        sel = [lanes.get(k, n) for k in range(n)]
+        zero = ir.Constant(mask.type, [0] * n)
+        m = ex.b.shuffle_vector(mask, zero, ir.Constant(ir.VectorType(I32, n), sel))
+        fn = ex.fn.mod.declare(f"llvm.masked.load.{suffix(vt)}.p0", vt,
+                                 [PTR, I32, m.type, vt])
+        pieces.append(ex.b.call(fn, [addr, ir.Constant(I32, align), m, poison(vt)]))
+    # lane i from the piece that holds it: a chain of two-operand shuffles
+    where = {}
+    for p, (_, lanes) in enumerate(plan):
+        for k, i in lanes.items():
+            where[i] = (p, k)
+    if len(pieces) == 1:
+        return pieces[0]
+    acc = None
+    for p in range(1, len(plan)):
+        sel = []
+        for i in range(n):
+            q, k = where[i]
+            if acc is None:
+                sel.append(k if q == 0 else n + k if q == 1 else 0)
+            else:
+                sel.append(n + k if q == p else i)
+        first = pieces[0] if acc is None else acc
+        acc = ex.b.shuffle_vector(first, pieces[p], ir.Constant(ir.VectorType(I32, n), sel))
+    return acc
+
+
+def lane_stride(shape: tuple, indices: tuple, lane: str):
+    """Lane coefficient of the flat index of an access (``analysis.flat_coeff``), also
+    where a fused loop is split back into two dimensions: ``[.., a + f // k, b + f % k]``
+    with the last of the two of extent ``k`` is ``(a * k + b) + f`` in the flat index
+    (the write-back of a register tile of whole rows, its loops fused by the vectorizer:
+    contiguous, not a scatter). None when the index is neither."""
+    c = flat_coeff(shape, indices, lane)
+    if c is not None:
+        return c
+    total, stride, d = 0, 1, len(shape) - 1
+    while d >= 0:
+        c = linear_coeff(indices[d], lane)
+        if c is not None:
+            total += c * stride
+            stride *= shape[d]
+            d -= 1
+            continue
+        mod, div = _split_lane_term(indices[d], lane, FloorMod), (
+            _split_lane_term(indices[d - 1], lane, FloorDiv) if d > 0 else None)
+        if mod is None or div is None or mod[0] != div[0] or mod[1] != shape[d]:
+            return None
+        c = linear_coeff(mod[0], lane)
+        if c is None:
+            return None
+        total += c * stride       # (x // k) * k * stride + (x % k) * stride = x * stride
+        stride *= shape[d] * shape[d - 1]
+        d -= 2
+    return total
+
+
+def _split_lane_term(e, lane: str, kind):
+    """``(x, k)`` when ``e`` is a sum whose one lane-dependent term is ``kind(x, k)``
+    (FloorDiv or FloorMod by a constant ``k > 0``) and the other terms are free of the
+    lane, else None."""
+    terms, stack = [], [e]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, Add):
+            stack += [t.a, t.b]
+        elif isinstance(t, Sub) and linear_coeff(t.b, lane) == 0:
+            stack += [t.a, t.b]     # the subtracted part is free of the lane either way
+        else:
+            terms.append(t)
+    hit = [t for t in terms if linear_coeff(t, lane) != 0]
+    if len(hit) != 1 or not isinstance(hit[0], kind):
+        return None
+    t = hit[0]
+    if not isinstance(t.b, IntImm) or t.b.value <= 0:
+        return None
+    return t.a, t.b.value
+
+
+MAX_SHUFFLED_STRIDE = 4   # wider strides gather (a load per `stride` lanes is no better)
+
+
+def deinterleave_plan(n: int, stride: int) -> list:
+    """The contiguous vector loads of ``n`` elements that cover the elements
+    ``stride * i`` (``i < n``) of a strided vector load, as ``(start, {element of the
+    load: lane})`` pairs. Loads start at ``j * n`` for ``j < stride - 1``; the last one
+    ends at the last lane's element ``stride * (n - 1)``, so the union is exactly
+    ``[0, stride * (n - 1)]``. Every lane comes from the first load that holds it."""
+    if not 2 <= stride <= n:
+        raise BuildError(f"deinterleave_plan: stride {stride} must lie in [2, {n}] lanes")
+    last = stride * (n - 1) - (n - 1)
+    starts = [j * n for j in range(stride - 1) if j * n < last] + [last]
+    plan = [(s, {}) for s in starts]
+    for i in range(n):
+        off = stride * i
+        for s, lanes in plan:
+            if s <= off < s + n:
+                lanes[off - s] = i
+                break
+    return [(s, lanes) for s, lanes in plan if lanes]
