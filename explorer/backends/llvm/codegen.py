@@ -21,7 +21,9 @@ as follows:
   they all hold and with them for the rest (``versioning``);
 - Allocate: see ``FunctionState.allocate``;
 - a float division by a lane-invariant divisor in vector code: one reciprocal and
-  products (``reciprocal``).
+  products (``reciprocal``);
+- a vectorized loop annotated ``software_prefetch``: prefetches of the rows ahead of
+  its contiguous loads, one per cache line of each vector pass (``prefetch``).
 
 Lane masks (a guard that depends on the lane, the tail of a vectorized loop whose
 extent is not a multiple of the register width) become masked loads and stores
@@ -37,7 +39,7 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from . import reciprocal, tile_transpose, unrolling, vecmath, versioning
+from . import prefetch, reciprocal, tile_transpose, unrolling, vecmath, versioning
 from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
@@ -522,7 +524,8 @@ class StmtGen:
             self.mask = ir.Constant(ir.VectorType(I1, lanes), [1] * valid + [0] * (lanes - valid))
             self.st.ranges[s.var.name] = (0, max(s.extent - 1, first + lanes - 1))
         try:
-            self.with_var(s.var.name, base, lambda: self.stmt(s.body))
+            self.with_var(s.var.name, base, lambda: (prefetch.emit(self, s, lanes),
+                                                      self.stmt(s.body)))
         finally:
             self.ex = saved
             self.mask = saved_mask
