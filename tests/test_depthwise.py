@@ -135,6 +135,6 @@ def test_depthwise_expert_tile_fits_the_accumulators(target):
     lanes = target.vector_lanes
     assert "pad = alloc" not in low
     local = re.search(r'depthwise_local = alloc\(\[1, (\d+), (\d+), (\d+)\]', low)
-    c3, p3, q3 = map(int, local.groups())
+    c3, rows, q3 = map(int, local.groups())
     vectors = -(-q3 // lanes)
-    assert q3 == 28 and c3 * p3 * vectors <= 16
+    assert q3 == 28 and c3 * rows * vectors <= 16
