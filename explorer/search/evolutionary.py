@@ -2,13 +2,13 @@
 
 Each round: a population of the best measured traces (20%: the database's, or,
 without a database, the run's own measurements, as MetaSchedule's in-memory
-database; while
-the workload has fewer, the best of the nearest workloads of the same operator,
-adapted to its extents: ``transfer``) plus fresh samples of the space (plus, in
-the first round, the seeds: the expert schedule); ``generations`` rounds of mutation where parents are drawn by
-predicted score and a child is a mutated copy with probability
-``mutation_prob``; de-duplication by structural equality; then the batch to
-measure: the model's best (1 - eps) and random unmeasured picks (eps).
+database; while the workload has fewer, the best of the nearest workloads of the
+same operator, adapted to its extents: ``transfer``) plus fresh samples of the
+space (plus, in the first round, the seeds: the expert schedule); ``generations``
+rounds of mutation where parents are drawn by predicted score and a child is a
+mutated copy with probability ``mutation_prob``; de-duplication by structural
+equality; then the batch to measure: the model's best (1 - eps) and random
+unmeasured picks (eps).
 
 Defaults differ from MetaSchedule's (population 512, 4 generations) where our
 Python replay makes them cost more than they return: population 128 and 3
