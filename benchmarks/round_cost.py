@@ -62,6 +62,20 @@ and variables; nodes keep their hash (a function's hash walked its tree on every
 runs of annotate/unannotate rebuild the function and its index once; FuncIndex walks
 loop chains without its stack; statement classes get a spelled-out with_; feature
 regions compute an atom's bounds again only where they can change.
+
+Session 9 (2-core Intel Xeon, rocketlake in LLVM's words, AVX-512, shared with other
+agents, load average 6.5-7.7; ``--workloads gemm C2 C6 -n 24 --repeat 3``, CPU ms per
+candidate, minimum of 3 processes, median in brackets; ``--round --repeat 2`` for the
+round):
+
+    apply+lower+features  gemm 1024^3 4.32 (4.47)   C2 9.17 (9.32)   C6 8.89 (8.98)
+    one round (s)         gemm 1024^3 2.2           C2 4.6           C6 4.5
+    (321, 317 and 315 ``DesignSpace.apply`` calls a round)
+
+Within issue 17's 10 ms on all three. A 256-trial C6 run (``explorer tune --op conv2d
+--shape 1,128,28,28,128,3,3 --param padding=1 --trials 256``) took 4 min 19 s of wall
+time at the same load (search 87 s, measurement 156 s, training 6 s; 1 min 53 s of CPU
+in the tuner's process): over the issue's 3 minutes, the search waiting for a core.
 """
 from __future__ import annotations
 
