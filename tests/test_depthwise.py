@@ -138,3 +138,19 @@ def test_depthwise_expert_tile_fits_the_accumulators(target):
     c3, rows, q3 = map(int, local.groups())
     vectors = -(-q3 // lanes)
     assert q3 == 28 and c3 * rows * vectors <= 16
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+@pytest.mark.parametrize("C,H,stride", [(6, 7, 1), (5, 14, 2), (3, 28, 1), (2, 112, 2)])
+def test_depthwise_expert_loops_all_run_as_vector_code(target, C, H, stride):
+    """No vectorized loop of the expert falls back to a scalar loop (a rows x columns tile
+    of at most 64 elements fused into one loop would: its rows stay at tile level 2)."""
+    from explorer.backends.llvm.analysis import vectorize_blocker
+    from explorer.ir.functor import walk_stmt
+    from explorer.ir.stmt import For
+    from explorer.lower import lower
+    wl = ops.depthwise_conv2d(1, C, H, H, 3, 3, stride=stride, padding=1)
+    low = lower(expert_schedule(wl, target))
+    loops = [n for n, _ in walk_stmt(low.body) if isinstance(n, For) and n.kind == "vectorized"]
+    assert loops
+    assert [vectorize_blocker(lp) for lp in loops] == [None] * len(loops)
