@@ -537,6 +537,8 @@ class Database:
             new.append(_line(line))
         live = sum(1 for d in lines.values() if d.get("ver") == version)
         try:
+            if self.features_file.exists() and not self.features_file.is_file():
+                raise OSError("not a regular file")
             if self._features_read + len(new) - live > max(64, live):
                 self._rewrite_features(version)
             elif new:
@@ -551,8 +553,9 @@ class Database:
         replaces an earlier one. Lines are checked when used (``_features_of``)."""
         if self._features is None:
             self._features, self._features_read = {}, 0
-            try:
-                raw = self.features_file.read_bytes().split(b"\n")
+            try:   # only a regular file: a pipe or a device there would never end
+                raw = self.features_file.read_bytes().split(b"\n") \
+                    if self.features_file.is_file() else []
             except OSError:
                 raw = []
             for text in raw:

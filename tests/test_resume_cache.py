@@ -198,3 +198,12 @@ def test_a_read_only_database_resumes_without_a_cache(wl, db_path, monkeypatch):
         got = _resume(wl, db_path)
     assert got[3] == N and len(got[1]) == N
     assert not (db_path / "features.jsonl").exists()
+
+
+def test_a_cache_that_is_not_a_regular_file_is_neither_read_nor_written(wl, db_path):
+    """A pipe named features.jsonl would block a reader (and a writer) for ever."""
+    import os
+    os.mkfifo(db_path / "features.jsonl")
+    with pytest.warns(UserWarning, match="not a regular file"):
+        got = _resume(wl, db_path)
+    assert got[3] == N and len(got[1]) == N
