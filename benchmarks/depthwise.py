@@ -21,39 +21,40 @@ against the numpy reference. ``vs torch`` = torch's time over the row's (above 1
 is faster). Unset ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` when running it.
 
 Measured (session 9, 2-core Intel Xeon, AVX-512, llvmlite says rocketlake; load average
-6-8 from other jobs all along, so only ratios within one run mean anything).
+5-8 from other jobs all along, so only ratios within one run mean anything).
 
 One thread, ``python3 benchmarks/depthwise.py --rounds 11 --db before=DB1 --db after=DB2``
-(DB1 tuned by the backend before this change, DB2 after it, each with ``explorer tune
---suite dw.json --trials-per-task 16``, dw.json = the D tasks of mobilenet_v2.json; every
-row built by the new backend), PyTorch's time over ours:
+(DB1 tuned with the backend before this work, DB2 after it, each by ``explorer tune
+--suite dw.json --trials-per-task 16 --table-rounds 9``, dw.json = the D tasks of
+mobilenet_v2.json; every row built by the new backend), PyTorch's time over ours:
 
     task  stride  expert  expert gather  before  after   torch ms
-    D1    1       4.72    5.32           2.99    2.76    1.371
-    D2    2       4.62    2.78           2.14    2.50    2.417
-    D3    1       4.56    4.72           4.05    4.94    1.475
-    D4    2       4.70    3.05           1.78    4.30    0.742
-    D5    1       5.75    6.03           3.00    6.00    0.545
-    D6    2       3.49    2.15           1.19    1.56    0.265
-    D7    1       3.87    3.74           1.51    1.84    0.248
-    D8    1       8.63    8.71           3.48    3.74    0.748
-    D9    2       2.06    1.30           1.80    1.36    0.177
-    D10   1       2.42    2.31           1.56    1.91    0.218
+    D1    1       4.81    4.63           2.96    4.66    1.217
+    D2    2       3.73    2.13           2.29    4.02    2.000
+    D3    1       4.82    5.72           2.15    3.10    1.452
+    D4    2       4.76    2.83           1.99    4.98    0.809
+    D5    1       6.29    6.61           2.49    5.98    0.506
+    D6    2       3.42    2.26           1.24    1.82    0.266
+    D7    1       4.16    3.25           1.34    1.68    0.220
+    D8    1       3.46    4.39           1.86    2.03    0.239
+    D9    2       2.25    1.28           1.82    1.47    0.204
+    D10   1       1.75    1.82           1.30    0.92    0.170
 
-The stride-2 layers gain from the shuffled loads (expert against expert gather: D2 1.7x,
-D4 1.5x, D6 1.6x, D9 1.6x); stride 1 is unchanged. The tuned ``after`` records trail the
-expert where the tuner's own 2-thread measurements (load 6-8) picked another candidate.
+The stride-2 layers gain from the shuffled loads (expert against expert gather: D2 1.75x,
+D4 1.68x, D6 1.51x, D9 1.75x); stride 1 is the same code. The tuned ``after`` records
+trail the expert on D6-D10: the tuner measures with 2 threads, and on this loaded 2-core
+machine a parallel kernel's median is its slow mode (a thread descheduled: the expert
+of D10 took 0.03 ms at best and 0.99 ms as median of 21 rounds), so it kept serial
+candidates (D10's record has no parallel loop: 0.09 ms, steady).
 
-The tuner's closing table (``explorer tune`` as above, 2 threads, 9 interleaved rounds,
-before: the old backend, 15.2 ms weighted network; after: 6.4 ms) has PyTorch at 58-82 ms
-on half the tasks (its 2 OpenMP threads starved by the load; 0.2-2.4 ms on one thread),
-so its vs-torch column says nothing here.
+The tuner's closing tables (2 threads, 9 interleaved rounds; weighted network, ours:
+before 15.2 ms, after 13.0 ms) have PyTorch at 1.4-82 ms for layers it runs in 0.2-2.4
+ms on one thread (its 2 OpenMP threads starved as well), so their vs-torch column
+(before 1.2-332x, after 5.5-33x) says nothing here.
 
 An AVX2 target on the same host (``--target "llvm -mcpu=haswell"``, one thread, PyTorch
-on AVX-512): expert 1.12-6.65x, below 1.5x for D1 1.47, D2 1.12, D10 1.29: with 8 lanes
-and 12 accumulators the register tile is one row (a tile of at most 64 elements would be
-fused into one loop that the backend runs as scalar code, see
-``explorer.space.expert_depthwise``).
+on AVX-512): expert 1.67-3.80x (D1 2.78, D2 1.79, D3 1.91, D4 3.80, D5 2.88, D6 2.00,
+D7 1.67, D8 2.17, D9 2.84, D10 2.75; expert gather 0.53-3.05x).
 """
 from __future__ import annotations
 
