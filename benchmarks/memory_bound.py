@@ -26,41 +26,63 @@ before and once after the tasks, a large copy (``--large-mb`` MB, out of every c
 is timed with np.copyto and with our copy kernel: the machine's memory bandwidth.
 PyTorch is optional: without it the torch column says it is absent.
 
-Measured 2026-12-02 (session 8) on a 2-core Zen 5 (znver5, AVX-512, 16 lanes), 32 trials,
-seed 0, ``--threads 1``, the same command before (def3039 + the helpers' commits to
-then) and after this session's memory-bound changes, each tuned into a fresh ``--db``
-and timed twice (the second time from the same database, not tuned again); load
-average 8-13 on 2 cores throughout (other agents' jobs), so single figures move by
-25% or more between windows: ``% copy`` is against our copy of the same array in the
-same rounds, ratios against the libraries' medians in the same rounds; two windows each.
+Measured 2026-12-02 (session 9) on a 2-core Intel Xeon (llvmlite: rocketlake; AVX-512,
+16 lanes; L2 2 MiB a core, L3 480 MiB shared: every array of the suite stays in L3), 32
+trials, seed 0, ``--threads 1``, each tuned into a fresh ``--db``: "before" is 65aca90
+(the session's start), "after" 23e9f56 (this session's changes below); load average
+5-10 on 2 cores throughout (other agents' jobs; start -> end of each run: before 10.0 ->
+7.6, after 7.2 -> 5.0), so single figures move by 20% or more between runs::
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/memory_bound.py \
+        --trials 32 --threads 1 --db DB --json out.json
 
     task            % copy before   % copy after   x torch before   x torch after
-    softmax_1k         29-32          24-34          2.51-2.71        2.27-2.87
-    softmax_4k         42-56          32-54          1.59-2.66        1.31-1.72
-    layer_norm_1k      36-42          41-45          1.93-2.19        1.73-2.35
-    layer_norm_4k      58-70          80-102         1.32-1.99        2.28-2.52
-    row_sum_1k         82-84          81-87          0.96-0.99        1.01-1.04
-    row_sum_4k        110-142        124-144         0.73-0.85        0.85-1.18
-    elementwise_1k     71-91          94-97          2.14-2.86        1.83-1.99
-    elementwise_4k     94-98          75-110         1.59-2.30        1.78-1.83
-    transpose_1k       20-23          18-19          1.38-2.06        1.12-1.51
-    transpose_4k       24-26          43             1.05             1.96-2.07
+    softmax_1k           55              78             1.59            2.32
+    softmax_4k           37              75             2.04            2.51
+    layer_norm_1k        94              81             1.86            1.99
+    layer_norm_4k        78              90             2.98            2.16
+    row_sum_1k          114              85             1.02            0.88
+    row_sum_4k          106             101             1.09            1.36
+    elementwise_1k      105              82             1.90            1.33
+    elementwise_4k       81             101             2.21            2.12
+    transpose_1k         60              62             2.46            1.67
+    transpose_4k         50              51             2.66            1.90
 
-The large copy (512 MiB moved) ran at 6-14 GB/s before, 10-16 after. What changed: transposes get a
-register tile (an unrolled square of lanes x lanes, loaded as row vectors and
-transposed with shuffles by the LLVM backend: no gathers; transpose_4k 17.5 -> 5.8 ms);
-row reductions sample 1, 2 or 4 vector accumulators; float32 exp is inline. The same
-tuned schedules timed in one process, interleaved, put the softmax difference down to
-the load (3.4-4.0 ms before, 3.5-5.0 after, in two runs); what each change is worth
-alone is in ``memory_bound_parts.py`` (register tile 2.4-3.8x the gather; inline exp
-from 0.72x to 1.36x libmvec depending on the schedule; 4 accumulators 1.3-1.7x on
-layer norm with rows in cache, none when memory-bound). What is probably left (a
-reading of the code; a hack that prefetched the next row gave 0.6-1.3x under the
-load, inconclusive): the row-wise chains (softmax,
-layer norm) read a row from memory in their first pass only and run the later passes
-from L1 while memory idles (nothing prefetches the next row); a register-tiled
-transpose reads lanes rows 4 KiB or more apart, one cache line each, a walk the
-hardware prefetchers follow badly. Both want a software prefetch.
+(An intermediate run with all but the prefetch: softmax 62 / 60%, the rest as after.)
+The worker's copy of the same array ran at 10-24 GB/s; the large copy (512 MiB moved)
+at 11-13 GB/s (np.copyto). With the default ``--threads`` (2) the same load made the
+two-thread kernels wait on each other (softmax_1k 2.1 ms against 0.85 ms on one
+thread): those figures say more about the load than the kernels.
+
+What changed, and what each was worth in one process (CPU-time medians of interleaved
+rounds against our copy kernel, one thread; ``memory_bound_parts.py``'s method):
+
+- softmax was compute-bound, not memory-bound: its row costs the same whether the
+  array is in L2 or L3 (598 ns against 209-314 for the copy's row). Its exp pass
+  (``vecmath.exp_f32``) now scales by 2**n in one AVX-512 ``vscalefps`` and ends its
+  polynomial in fused multiply-adds (15 vector instructions a vector, 22 before:
+  598 -> 519 ns a row); the division by the row's sum is one reciprocal and products
+  (``backends/llvm/reciprocal.py``; a ``vdivps`` per 16 lanes before: -> 478 ns);
+- then memory idled while the row computed (an elementwise exp of the same array runs
+  at copy speed): a software prefetch of the next row from the exp pass's vector loop
+  (``backends/llvm/prefetch.py``, sampled by the rule) took the tuned softmax from
+  65-77% to 86-94% of copy at 1024 rows, 68% to 78-83% at 4096 (two rows ahead);
+  a burst of prefetches at the top of the row gained nothing, prefetching from the
+  first pass less, from two passes it was slower;
+- layer norm: row reductions sample 2, 4 or 8 accumulators (1 before, which the tuner
+  kept picking on layer norm: 64 dependent adds a pass), and prefetch like softmax
+  (91 -> 99-100% of copy in one process);
+- transposes: a ``stage register`` sketch (the tile copied with contiguous row reads,
+  its squares transposed in registers from the copy), 1.3-1.7x the register tile
+  alone; the tuner still picks either it or the plain staged copy, both 50-65% of copy.
+
+What is left: transposes at 50-65% of copy (prefetching the staged copy's rows 16-64
+ahead measured 44-53% against 44%: noise; the shuffles are a third of a copy's time, so
+probably the scattered lines of the tile's 16-128 rows a page apart); softmax's two
+horizontal reductions a row (16 dependent scalar ops each) are the next compute to cut.
+row_sum_1k against torch (0.88 here, 1.02 before, 1.19 against numpy) and the dips of
+layer_norm_1k and elementwise_1k are within this load's spread (the same kernels, the
+rule unchanged for elementwise, measured 99-119% in the intermediate run).
 """
 from __future__ import annotations
 

@@ -42,14 +42,14 @@ kinds above (no block that multi-level tiling would take) and the function's arr
 not fit in the L1 cache (``min_bytes``, default the target's ``l1_bytes``); smaller
 functions keep the default space unchanged.
 
-Measured (2-core Zen 5, AVX-512, one thread, the machine loaded by other jobs, load
-8-13; tuned 32 trials, ``benchmarks/memory_bound.py``, session 8, two timing windows):
-elementwise 75-110% of a copy of the same array, 1.8-2.0x PyTorch; row sum 81-144% of
-copy, 0.85-1.18x PyTorch; layer norm 41-102% of copy, 1.7-2.5x PyTorch; softmax 24-54%
-of copy, 1.3-2.9x PyTorch; transpose 18-43% of copy, 1.1-2.1x PyTorch (the register
-tile took transpose 4096x1024 from 13.6-17.5 to 3.4-5.8 ms; what limits it now is
-probably the walk over rows 4 KiB apart rather than its instructions). See the
-benchmark's docstring for before/after.
+Measured (``benchmarks/memory_bound.py``, tuned 32 trials, one thread, machines loaded
+by other jobs): on a 2-core Zen 5 (session 8, load 8-13) elementwise 75-110% of a copy
+of the same array, row sum 81-144%, layer norm 41-102%, softmax 24-54%, transpose
+18-43%; on a 2-core Intel Xeon with AVX-512 (session 9, load 5-10, with the exp,
+reciprocal, prefetch, accumulator and staged register changes) elementwise 82-101%,
+row sum 85-101%, layer norm 81-90%, softmax 75-78% (37-55% before), transpose 51-62%;
+1.3-2.5x PyTorch except row sum 1024x1024 (0.88-1.02x, within the load's spread). See
+the benchmark's docstring for before/after and what each change was worth.
 """
 from __future__ import annotations
 
