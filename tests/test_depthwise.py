@@ -1,6 +1,6 @@
 """Depthwise convolution on the LLVM backend: stride-2 input rows read as contiguous
 vectors and a deinterleaving shuffle (``backends.llvm.strided``), the write-back of
-a tile of whole rows as contiguous stores (``strided.lane_stride``), and the expert
+a tile of whole rows as contiguous stores (``analysis.lane_stride``), and the expert
 schedule (``explorer.space.expert_depthwise``). Every kernel is checked against the
 numpy reference, on the host and, where the host runs it, an AVX2 (8-lane) target."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ import re
 import pytest
 
 from explorer import build, ops
-from explorer.backends.llvm.strided import deinterleave_plan, lane_stride
+from explorer.backends.llvm.analysis import lane_stride
+from explorer.backends.llvm.strided import deinterleave_plan
 from explorer.ir.expr import FloorDiv, FloorMod, IntImm, Var
 from explorer.space import DesignSpace
 from explorer.space.expert import INLINE, PADDING, ROOT, _with_decisions, \
@@ -98,6 +99,39 @@ def test_fused_tile_of_whole_rows_is_written_back_contiguously(target):
     assert "// 7" in lower(sch).script()
     ir_text = run_checked(sch, wl, target)
     assert "llvm.masked.scatter" not in ir_text and "llvm.masked.gather" not in ir_text
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+@pytest.mark.parametrize("C,H,stride", [(6, 7, 1), (17, 7, 1)])
+def test_fused_tile_of_whole_rows_runs_as_vector_code(target, C, H, stride, monkeypatch):
+    """The expert's rows at tile level 3 (inside the window loops): the vectorizer fuses
+    rows x columns into one loop indexed ``[f // q3, f % q3]`` that reads and writes the
+    accumulators; the lane-conflict check reads the split too (``analysis.lane_stride``),
+    so it runs as vector code, not as a scalar loop."""
+    import explorer.space.expert_depthwise as expert_depthwise
+    from explorer.lower import lower
+    monkeypatch.setattr(expert_depthwise, "MAX_FUSED", 0)
+    wl = ops.depthwise_conv2d(1, C, H, H, 3, 3, stride=stride, padding=1)
+    sch = expert_schedule(wl, target)
+    assert "_fused in vectorized" in lower(sch).script().replace("_fused_init", "")
+    loops = build(sch, target).compiled.vectorized_loops
+    assert any("_3_fused" in name for name in loops)
+    assert set(loops.values()) == {"vector"}, loops
+    run_checked(sch, wl, target)
+
+
+def test_lanes_conflict_through_a_fused_row_split():
+    """Accesses ``[f // 7, f % 7]``: the same element in every lane is no conflict; one
+    element or one row apart is (lanes would read what another lane writes)."""
+    from explorer.backends.llvm.analysis import _lanes_conflict
+    f = Var("f")
+    row, col = FloorDiv(f, IntImm(7)), FloorMod(f, IntImm(7))
+    same = ((4, 7), (row, col))
+    assert not _lanes_conflict(same, same, "f", 49)
+    assert _lanes_conflict(same, ((4, 7), (row, col + IntImm(1))), "f", 49)
+    assert _lanes_conflict(same, ((4, 7), (row + IntImm(1), col)), "f", 49)
+    # the split does not match the row length: unknown, so assumed to conflict
+    assert _lanes_conflict(same, ((4, 8), (row, col)), "f", 49)
 
 
 def test_lane_stride_of_a_fused_row_split():

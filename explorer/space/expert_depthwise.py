@@ -19,12 +19,15 @@ no reduction across channels, so the kernel is bound by how it reads the input r
   within the accumulator budget, at most 8 rows, the wider row on a tie;
 - the rows innermost (tile level 3, inside the window loops, ``p3``), unless the tile has
   at most ``MAX_FUSED`` elements: the vectorizer then fuses ``p3 x q3`` into one loop of
-  lanes indexed ``[f // q3, f % q3]``, which the LLVM backend's lane-conflict check
-  (``analysis.vectorize_blocker``) cannot prove independent, so it runs as a scalar loop
-  (MobileNet-V2 D10, a 7 x 7 tile, one core: 0.77-2.7 ms against 0.05 ms). Such a tile
-  keeps its rows at level 2 (``p2``, outside the window loops): on an AVX2 target D1,
-  4 rows x 16 columns, 0.55 ms against 0.96 with one row (PyTorch 1.5). Where both work
-  level 3 measured faster (D7, 7 x 14: 0.03 ms against 0.06);
+  lanes indexed ``[f // q3, f % q3]``. That loop ran as a scalar loop until the LLVM
+  backend's lane-conflict check read the split (``analysis.lane_stride``; MobileNet-V2
+  D10, a 7 x 7 tile, one core: 0.77-2.7 ms against 0.05 ms); now it is vector code, and
+  the two placements measured mixed (one core, interleaved, load 2-4: D10 0.026 ms at
+  level 3 against 0.045 at level 2, D9 0.058 against 0.042, D1-D8 within 3%), so such
+  a tile keeps its rows at level 2 (``p2``, outside the window loops) and the search
+  tries both: on an AVX2 target D1, 4 rows x 16 columns, 0.55 ms against 0.96 with one
+  row (PyTorch 1.5). Where both work level 3 measured faster (D7, 7 x 14: 0.03 ms
+  against 0.06);
 - where that leaves a small tile, ``c3`` = 4 or 2 channels in it, unrolled;
 - every channel block and row block a parallel task (the outer tile level);
 - the padding read inline through its select (masked loads at the border), no padded

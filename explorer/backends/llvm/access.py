@@ -13,7 +13,7 @@ from ...errors import BuildError
 from ...ir.expr import BufferLoad, IntImm, Var
 from ...ir.functor import walk_expr
 from . import strided
-from .analysis import affine_form, has_unsafe
+from .analysis import affine_form, has_unsafe, lane_stride
 from .types import (F32, F64, I1, I32, I64, PTR, const_int, lanes_of, mem_type, poison,
                     scalar_type, splat_const, suffix)
 
@@ -31,10 +31,9 @@ class AccessEmitter:
         return self.memo("canon", node, lambda: interned.setdefault(node, node))
 
     def coeff(self, access):
-        """Lane coefficient of an access's flat index (see ``analysis.flat_coeff``)."""
+        """Lane coefficient of an access's flat index (see ``analysis.lane_stride``)."""
         return self.memo(f"coeff {self.lane} {access.buffer.shape}", access.indices,
-                         lambda: strided.lane_stride(access.buffer.shape, access.indices,
-                                                     self.lane))
+                         lambda: lane_stride(access.buffer.shape, access.indices, self.lane))
 
     def bound(self, name: str) -> ir.Value:
         """The i64 value bound to loop variable ``name``."""

@@ -83,6 +83,58 @@ def _stmt_exprs(s: Stmt) -> list:
     return []
 
 
+def lane_stride(shape: tuple, indices: tuple, lane: str):
+    """Lane coefficient of the flat index of an access (``flat_coeff``), also
+    where a fused loop is split back into two dimensions: ``[.., a + f // k, b + f % k]``
+    with the last of the two of extent ``k`` is ``(a * k + b) + f`` in the flat index
+    (the write-back of a register tile of whole rows, its loops fused by the vectorizer:
+    contiguous, not a scatter). None when the index is neither."""
+    c = flat_coeff(shape, indices, lane)
+    if c is not None:
+        return c
+    total, stride, d = 0, 1, len(shape) - 1
+    while d >= 0:
+        c = linear_coeff(indices[d], lane)
+        if c is not None:
+            total += c * stride
+            stride *= shape[d]
+            d -= 1
+            continue
+        mod, div = _split_lane_term(indices[d], lane, FloorMod), (
+            _split_lane_term(indices[d - 1], lane, FloorDiv) if d > 0 else None)
+        if mod is None or div is None or mod[0] != div[0] or mod[1] != shape[d]:
+            return None
+        c = linear_coeff(mod[0], lane)
+        if c is None:
+            return None
+        total += c * stride       # (x // k) * k * stride + (x % k) * stride = x * stride
+        stride *= shape[d] * shape[d - 1]
+        d -= 2
+    return total
+
+
+def _split_lane_term(e, lane: str, kind):
+    """``(x, k)`` when ``e`` is a sum whose one lane-dependent term is ``kind(x, k)``
+    (FloorDiv or FloorMod by a constant ``k > 0``) and the other terms are free of the
+    lane, else None."""
+    terms, stack = [], [e]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, Add):
+            stack += [t.a, t.b]
+        elif isinstance(t, Sub) and linear_coeff(t.b, lane) == 0:
+            stack += [t.a, t.b]     # the subtracted part is free of the lane either way
+        else:
+            terms.append(t)
+    hit = [t for t in terms if linear_coeff(t, lane) != 0]
+    if len(hit) != 1 or not isinstance(hit[0], kind):
+        return None
+    t = hit[0]
+    if not isinstance(t.b, IntImm) or t.b.value <= 0:
+        return None
+    return t.a, t.b.value
+
+
 @functools.lru_cache(maxsize=1024)
 def vectorize_blocker(loop: For):
     """The reason the body of vectorized ``loop`` must run as a scalar loop, or None.
@@ -103,7 +155,7 @@ def vectorize_blocker(loop: For):
         if isinstance(node, Allocate):
             return f"allocation of {node.buffer.name}"
         if isinstance(node, BufferStore):
-            if flat_coeff(node.buffer.shape, node.indices, lane) == 0:
+            if lane_stride(node.buffer.shape, node.indices, lane) == 0:
                 return f"store to {node.buffer.name} is invariant in the lane (a reduction)"
             stored.add(node.buffer.name)
             accesses.setdefault(node.buffer.name, set()).add(
@@ -128,7 +180,7 @@ def _lanes_conflict(a: tuple, b: tuple, lane: str, lanes: int) -> bool:
     constant distance d), lanes meet only when d is a multiple of c below ``lanes*c``.
     Anything else is assumed to conflict.
     """
-    ca, cb = flat_coeff(*a, lane), flat_coeff(*b, lane)
+    ca, cb = lane_stride(*a, lane), lane_stride(*b, lane)
     if ca is None or ca != cb or ca == 0:
         return True
     d = simplify(Sub(flat_index(*a), flat_index(*b)))

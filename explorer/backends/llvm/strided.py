@@ -3,8 +3,9 @@
 - ``strided_load``: a vector load whose lane ``i`` reads element ``base + stride * i``
   (the input row of a stride-2 convolution vectorized along its output columns) as
   ``stride`` contiguous vector loads and deinterleaving shuffles;
-- ``lane_stride``: the lane coefficient of an access's flat index, also through a fused
-  loop split back into two dimensions (``[f // k, f % k]``: contiguous).
+- the lane coefficient that decides a stride, also through a fused loop split back into
+  two dimensions (``[f // k, f % k]``: contiguous), is ``analysis.lane_stride``: the
+  vectorizer's lane-conflict check reads it too.
 
     before: %v = call @llvm.masked.gather(<16 x ptr> base + 2 * <0, 1, ..., 15>)
     after:  %a = load <16 x float> base;  %b = load <16 x float> base + 15
@@ -15,9 +16,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ...errors import BuildError
-from ...ir.arith import linear_coeff
-from ...ir.expr import Add, BufferLoad, FloorDiv, FloorMod, IntImm, Sub
-from .analysis import flat_coeff
+from ...ir.expr import BufferLoad
 from .types import I32, I64, PTR, mem_type, poison, suffix
 
 
@@ -71,58 +70,6 @@ def strided_load(ex, ptr, e: BufferLoad, stride: int, mask, align: int) -> ir.Va
         first = pieces[0] if acc is None else acc
         acc = ex.b.shuffle_vector(first, pieces[p], ir.Constant(ir.VectorType(I32, n), sel))
     return acc
-
-
-def lane_stride(shape: tuple, indices: tuple, lane: str):
-    """Lane coefficient of the flat index of an access (``analysis.flat_coeff``), also
-    where a fused loop is split back into two dimensions: ``[.., a + f // k, b + f % k]``
-    with the last of the two of extent ``k`` is ``(a * k + b) + f`` in the flat index
-    (the write-back of a register tile of whole rows, its loops fused by the vectorizer:
-    contiguous, not a scatter). None when the index is neither."""
-    c = flat_coeff(shape, indices, lane)
-    if c is not None:
-        return c
-    total, stride, d = 0, 1, len(shape) - 1
-    while d >= 0:
-        c = linear_coeff(indices[d], lane)
-        if c is not None:
-            total += c * stride
-            stride *= shape[d]
-            d -= 1
-            continue
-        mod, div = _split_lane_term(indices[d], lane, FloorMod), (
-            _split_lane_term(indices[d - 1], lane, FloorDiv) if d > 0 else None)
-        if mod is None or div is None or mod[0] != div[0] or mod[1] != shape[d]:
-            return None
-        c = linear_coeff(mod[0], lane)
-        if c is None:
-            return None
-        total += c * stride       # (x // k) * k * stride + (x % k) * stride = x * stride
-        stride *= shape[d] * shape[d - 1]
-        d -= 2
-    return total
-
-
-def _split_lane_term(e, lane: str, kind):
-    """``(x, k)`` when ``e`` is a sum whose one lane-dependent term is ``kind(x, k)``
-    (FloorDiv or FloorMod by a constant ``k > 0``) and the other terms are free of the
-    lane, else None."""
-    terms, stack = [], [e]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, Add):
-            stack += [t.a, t.b]
-        elif isinstance(t, Sub) and linear_coeff(t.b, lane) == 0:
-            stack += [t.a, t.b]     # the subtracted part is free of the lane either way
-        else:
-            terms.append(t)
-    hit = [t for t in terms if linear_coeff(t, lane) != 0]
-    if len(hit) != 1 or not isinstance(hit[0], kind):
-        return None
-    t = hit[0]
-    if not isinstance(t.b, IntImm) or t.b.value <= 0:
-        return None
-    return t.a, t.b.value
 
 
 MAX_SHUFFLED_STRIDE = 4   # wider strides gather (a load per `stride` lanes is no better)
