@@ -11,12 +11,12 @@ import pytest
 
 from explorer import ops
 from explorer.database import Database, TuningRecord, _features_digest
-from explorer.events import CandidateMeasured
 from explorer.search import EvolutionarySearch
 from explorer.space import DesignSpace
 from explorer.target import as_target
 from explorer import tune as tune_mod
 from explorer.tune import Tuner
+from tuning_helpers import measured_traces
 
 HOST = str(as_target("llvm"))
 N = 6
@@ -127,11 +127,7 @@ def test_a_database_without_a_cache_and_no_model_resume_as_before(wl, db_path):
 def _resumed_round(wl, path):
     t = Tuner(wl, "llvm", trials=2 * N, batch_size=N, database=path, seed=0,
               strategy=EvolutionarySearch(population=24, generations=1))
-    got = []
-    t.events.subscribe(lambda e: got.append(json.dumps(e.trace, sort_keys=True))
-                       if isinstance(e, CandidateMeasured) else None)
-    t.run()
-    return got
+    return measured_traces(t)
 
 
 def test_a_resumed_run_proposes_the_same_candidates_with_and_without_the_cache(

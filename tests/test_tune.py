@@ -17,6 +17,7 @@ from explorer.measure import Measurer
 from explorer.search import EvolutionarySearch, SimulatedAnnealing
 from explorer.space import DesignSpace, ScheduleRule
 from explorer.tune import Tuner
+from tuning_helpers import measured_traces
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,11 +67,7 @@ def _first_round(seed, tmp):
     wl = ops.get("gemm", 32, 32, 32)
     t = Tuner(wl, "llvm", trials=6, batch_size=6, database=tmp, seed=seed,
               strategy=EvolutionarySearch(population=24, generations=1))
-    got = []
-    t.events.subscribe(lambda e: got.append(json.dumps(e.trace, sort_keys=True))
-                       if isinstance(e, CandidateMeasured) else None)
-    t.run()
-    return got
+    return measured_traces(t)
 
 
 def test_same_seed_same_first_round(tmp_path):
