@@ -227,3 +227,39 @@ def test_channel_sketch_packs_its_weight_panel():
     k = next(p.inst for p in tile.parts if p.var == 1)
     assert panel.footprint(d) == 4 * (64 // d[k][0]) * 8 * 3 * 3
     check_on_interp(sch, wl)
+
+
+def test_register_tile_asks_a_task_per_core_of_the_first_tile_level():
+    """On a multi-core target a fitting tiling gives the first tile level (the loops every
+    sketch's parallel loop fuses) at least one iteration per core, fewer only where the
+    extents outside the register tile are fewer; one core asks nothing."""
+    wl = ops.gemm(64, 256, 16)
+    four = Target("llvm -mcpu=skylake-avx512 -num-cores=4", vector_bits=512)
+    one = Target("llvm -mcpu=skylake-avx512 -num-cores=1", vector_bits=512)
+    space = DesignSpace(wl, four)
+    sk = space.sketches[0]
+    (tile,) = register_tiles(sk.trace, space.func, four)
+    (alone,) = register_tiles(sk.trace, space.func, one)
+    i, j, k = sorted(tile.tiles)
+    assert tile.tasks == 4 and alone.tasks == 1
+    assert [p.inst for p in tile.outer] == [i, j]
+    d = {i: [1, 16, 1, 4], j: [1, 4, 1, 64], k: [2, 8]}       # 16 accumulators, one task
+    assert tile.accumulators(d) == 16 and not tile.fits(d) and alone.fits(d)
+    d[i], d[j] = [2, 8, 1, 4], [2, 2, 1, 64]                    # 2 x 2 tasks
+    assert tile.fits(d)
+    d[i], d[j] = [4, 4, 1, 4], [1, 4, 1, 64]
+    assert tile.fits(d)
+    small = DesignSpace(ops.gemm(4, 32, 16), four)         # a 4 x 32 tile: one task is all
+    (tile,) = register_tiles(small.sketches[0].trace, small.func, four)
+    i, j, k = sorted(tile.tiles)
+    assert tile.fits({i: [1, 1, 1, 4], j: [1, 1, 1, 32], k: [2, 8]})
+    draws = space.sample(24, seed=4)
+    tasks = []
+    for s in draws:
+        (t,) = register_tiles(space.sketches[space.sketch_of(s.trace)].trace, space.func, four)
+        n = 1
+        for p in t.outer:
+            n *= p.factor(s.trace.decisions)
+        tasks.append(n)
+    assert sum(n >= 4 for n in tasks) >= 0.6 * len(draws)
+    check_on_interp(draws[0], wl)

@@ -34,6 +34,14 @@ then looks no better than an unpacked one (which runs at a third of the expert's
 speed), and the search alone measured 5 packed candidates of 64, 2 of them with a
 panel within 512 KiB (seed 0, before this condition). The copy's size is read from the
 block's index expressions and the tiles inside the copy's loop.
+
+On a target of several cores the tile also asks the first tile level (the spatial
+loops outside everything a sketch computes at a tile: the loops its parallel loop
+fuses) for at least one iteration per core (``RegisterTile.parallel``): a draw with
+all of them 1 runs on one thread. Under load such a kernel times about as fast as
+a parallel one, and the search alone kept it: the best C6 kernels of two runs alone
+on a loaded 2-core Xeon had one thread (k0 = p0 = q0 = 1 in the channel sketch, or
+the parallel limit mutated to 1), 0.85 of the seeded run's once the load fell.
 """
 from __future__ import annotations
 
@@ -72,11 +80,32 @@ class RegisterTile:
     accumulators (``low``) and the vector registers (``high``) of the target."""
 
     def __init__(self, name: str, parts: list, tiles: dict, lanes: int, low: int, high: int,
-                 vector_extent: int, panels: tuple = ()):
+                 vector_extent: int, panels: tuple = (), outer: list = (), tasks: int = 1):
         self.name, self.parts, self.tiles = name, parts, tiles
         self.lanes, self.low, self.high = lanes, low, high
         self.vector_extent = vector_extent   # extent the vectorized loop's tiling tiles
         self.panels = tuple(panels)          # the block's packed copies (PackedPanel)
+        self.outer = list(outer)             # the spatial parts of the first tile level
+        self.tasks = tasks                   # the parallel tasks they should give at least
+
+    def parallel(self, decisions: dict) -> bool:
+        """The first tile level (the loops every sketch's parallel loop fuses: a packed
+        copy or a write cache sits below them) gives at least ``tasks`` iterations (the
+        target's cores, fewer when the extents outside the register tile allow fewer);
+        True while a tiling it depends on has no decision."""
+        if self.tasks <= 1 or any(p.inst not in decisions for p in self.outer):
+            return True
+        n, room = 1, 1
+        for p in self.outer:
+            n *= p.factor(decisions)
+        for p in self.parts:
+            if p.inst in decisions:
+                room *= p.factor(decisions)
+        total = 1
+        for i, ext in self.tiles.items():
+            if any(p.inst == i for p in self.outer):
+                total *= ext
+        return n >= min(self.tasks, max(1, total // room))
 
     def accumulators(self, decisions: dict) -> int:
         *outer, vec = self.parts
@@ -93,7 +122,7 @@ class RegisterTile:
             return False
         operands = -(-vec // self.lanes) + 1     # a row of vector loads, one broadcast
         return (self.low <= self.accumulators(decisions) <= self.high - operands
-                and all(p.fits(decisions) for p in self.panels))
+                and all(p.fits(decisions) for p in self.panels) and self.parallel(decisions))
 
 
 class PackedPanel:
@@ -157,8 +186,10 @@ def register_tiles(trace, func, target) -> list:
         # whole nest's, or the channel sketch's register tile alone)
         tiles = {p.inst: seen.extent_of[p.inst] for p in seen.last_given[name]
                  if p.inst is not None}
+        outer = [p for p in order if p.kind == "S" and p.inst in tiles and p.pos == 0]
         out.append(RegisterTile(name, parts, tiles, lanes, max(1, regs // 4), regs,
-                                tiles[parts[-1].inst], seen.panels_of(name, order, target)))
+                                tiles[parts[-1].inst], seen.panels_of(name, order, target),
+                                outer, max(1, getattr(target, "num_cores", 1) or 1)))
     return out
 
 
