@@ -46,10 +46,11 @@ Measured (``benchmarks/memory_bound.py``, tuned 32 trials, one thread, machines 
 by other jobs): on a 2-core Zen 5 (session 8, load 8-13) elementwise 75-110% of a copy
 of the same array, row sum 81-144%, layer norm 41-102%, softmax 24-54%, transpose
 18-43%; on a 2-core Intel Xeon with AVX-512 (session 9, load 5-10, with the exp,
-reciprocal, prefetch, accumulator and staged register changes) elementwise 82-101%,
-row sum 85-101%, layer norm 81-90%, softmax 75-78% (37-55% before), transpose 51-62%;
-1.3-2.5x PyTorch except row sum 1024x1024 (0.88-1.02x, within the load's spread). See
-the benchmark's docstring for before/after and what each change was worth.
+reciprocal, prefetch, accumulator and staged register changes; two windows, load 2-8)
+elementwise 82-101%, row sum 85-101%, layer norm 81-97%, softmax 72-88% (37-55%
+before), transpose 51-69% (50-63% before); 1.3-3.1x PyTorch except row sum, where
+PyTorch too runs at copy speed (0.88-1.36x). See the benchmark's docstring for
+before/after and what each change was worth.
 """
 from __future__ import annotations
 
