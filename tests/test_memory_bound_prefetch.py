@@ -80,3 +80,12 @@ def test_single_blocks_sample_no_prefetch():
         for sch in DesignSpace(ops.get(op, M=96, N=160), TARGETS[0]).sample(3, seed=0):
             assert not any(isinstance(n, For) and n.annotation(KEY) is not None
                            for n, _ in walk_stmt(lower(sch).body)), op
+
+
+@pytest.mark.parametrize("bad", [-1, 1 << 20, 1.5, "2", True])
+def test_a_prefetch_distance_that_is_not_whole_rows_is_refused(bad):
+    from explorer import ExplorerError
+    target = TARGETS[0]
+    _, sch = _scaled_rows(8, 4 * target.vector_lanes, target, bad)
+    with pytest.raises(ExplorerError, match="software_prefetch.*whole number of rows"):
+        build(sch, target)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ...errors import BuildError
 from ...ir.functor import collect_loads, walk_stmt
 from ...ir.stmt import BufferStore
 from .analysis import has_unsafe
@@ -34,12 +35,18 @@ from .types import ELEM_BYTES, I8, I32, I64, PTR, VOID
 
 PREFETCH = "software_prefetch"   # vectorized-loop annotation: rows ahead (0: none)
 LINE_BYTES = 64                  # x86's cache line
+MAX_ROWS_AHEAD = 1 << 16         # a farther distance is a mistake, not a schedule
 
 
 def rows_ahead(loop) -> int:
-    """The loop's prefetch distance in rows (0: none)."""
+    """The loop's prefetch distance in rows (0: none); an annotation that is not a
+    whole number of rows in [0, MAX_ROWS_AHEAD] is refused, saying what to give."""
     k = loop.annotation(PREFETCH, 0)
-    return k if isinstance(k, int) and k > 0 else 0
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_ROWS_AHEAD:
+        raise BuildError(f"loop {loop.var.name}: annotation {PREFETCH}={k!r} must be a "
+                         f"whole number of rows ahead in [0, {MAX_ROWS_AHEAD}] (0: no "
+                         f"prefetch); fix the annotate() call")
+    return k
 
 
 def _loads(loop, params: frozenset) -> tuple:
