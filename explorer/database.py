@@ -258,7 +258,7 @@ def _features_line(key: str, version: str, text: str, rows) -> dict:
             "cols": c, "f32": f32, "sha": _features_digest(key, version, func, n, c, f32)}
 
 
-def _features_of(d: dict):
+def _parse_features_line(d: dict):
     """(function JSON text, float32 rows) of a line of features.jsonl, or None unless it
     is whole: the fields of the right types, the digest of its content, the sizes, and
     finite features."""
@@ -518,7 +518,7 @@ class Database:
         out = {}
         for key in keys:
             line = lines.get(key)
-            got = None if line is None or line.get("ver") != version else _features_of(line)
+            got = None if line is None or line.get("ver") != version else _parse_features_line(line)
             if got is not None:
                 out[key] = got
         return out
@@ -550,7 +550,7 @@ class Database:
 
     def _feature_lines(self) -> dict:
         """key -> line (a dict) of ``features.jsonl``, read once; a later line of a key
-        replaces an earlier one. Lines are checked when used (``_features_of``)."""
+        replaces an earlier one. Lines are checked when used (``_parse_features_line``)."""
         if self._features is None:
             self._features, self._features_read = {}, 0
             try:   # only a regular file: a pipe or a device there would never end
@@ -573,7 +573,7 @@ class Database:
 
     def _rewrite_features(self, version: str) -> None:
         keep = {k: d for k, d in self._features.items()
-                if d.get("ver") == version and _features_of(d) is not None}
+                if d.get("ver") == version and _parse_features_line(d) is not None}
         tmp = self.features_file.with_name(f".features.{os.getpid()}.tmp")
         tmp.write_bytes(b"".join(_line(d) for d in keep.values()))
         os.replace(tmp, self.features_file)

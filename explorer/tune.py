@@ -207,7 +207,8 @@ class Tuner:
             key, raw, rows = got
             self.context.measured.add(key)
             if rows is not None:
-                _remember_features(self.context, key, raw)
+                if raw is not None:     # none for rows with ptxas's resources in
+                    self.context.remember_features(key, raw)
                 feats.append(rows)
                 costs.append(rec.seconds)
         if feats:
@@ -530,9 +531,7 @@ def _replayed(tuner, records: list, features: bool) -> list:
 def _features_of(context, sch, resources) -> tuple:
     """(feature rows, training rows) of a schedule: what ``TuneContext.features`` gives,
     and the same with ptxas's ``resources`` where a record has them."""
-    from .features import extract
-    from .lower import lower
-    raw = extract(lower(sch), context.target)
+    raw = context.features([sch])[0]
     return raw, _training_features(context, [sch], [raw], [resources])[0]
 
 
@@ -546,18 +545,6 @@ def _matches_replay(tuner, rec, entry) -> bool:
     import numpy as np
     _, rows = _features_of(tuner.context, sch, rec.resources)
     return func_key(sch) == entry[0] and np.array_equal(rows, entry[2])
-
-
-def _remember_features(context, key, raw) -> None:
-    """Put a record's features in the context's cache of features by function, as
-    ``TuneContext.features`` would have when resuming computed them (the search asks
-    for the database's best again); nothing for rows with ptxas's resources in."""
-    cache = getattr(context, "_features", None)
-    if raw is None or cache is None or key in cache:
-        return
-    if len(cache) >= context.feature_cache_size:
-        cache.pop(next(iter(cache)))
-    cache[key] = raw
 
 
 def _func_of(text: str):

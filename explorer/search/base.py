@@ -54,11 +54,19 @@ class TuneContext:
             f = self._features.get(key)
             if f is None:
                 f = extract(lower(s), self.target)
-                if len(self._features) >= self.feature_cache_size:
-                    self._features.pop(next(iter(self._features)))
-                self._features[key] = f
+                self.remember_features(key, f)
             out.append(f)
         return out
+
+    def remember_features(self, key, feats) -> None:
+        """Keep ``feats`` as the features of the function keyed ``key`` (``func_key``),
+        the oldest entry evicted past ``feature_cache_size``; a key held already keeps
+        its features (a resume fills the cache from the database's records)."""
+        if key in self._features:
+            return
+        if len(self._features) >= self.feature_cache_size:
+            self._features.pop(next(iter(self._features)))
+        self._features[key] = feats
 
     def predict(self, schedules: list) -> np.ndarray:
         """Predicted scores (higher is better). While a learned model is untrained (before
