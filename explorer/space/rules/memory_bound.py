@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...backends.llvm.prefetch import PREFETCH   # the annotation the backend reads
 from ...ir.functor import collect_loads, expr_vars
 from ...schedule.tree import block_names, find_block
 from .. import analysis as A
@@ -319,7 +320,6 @@ class MemoryBoundTiling(ScheduleRule):
 
 
 _MARK = "explorer.memory_bound"
-PREFETCH = "software_prefetch"   # rows ahead, on a vector loop (backends/llvm/prefetch.py)
 
 
 def _powers_of_two(n: int) -> list:
