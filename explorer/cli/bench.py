@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from .. import ops
 from ..errors import ExplorerError, UsageError
-from ..measure import LocalRunner, MeasureInput, MeasureResult, Measurer, RunConfig
+from ..measure import LocalRunner, MeasureInput, MeasureResult, Measurer, RunConfig, busy_note
 from ..measure.baselines import baseline_pool, baseline_request
 from ..measure.pool import WorkerDied, WorkerTimeout
 from ..schedule import Schedule, Trace
@@ -205,6 +205,10 @@ class Bench:
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.notes: list = []
         self.load_start = os.getloadavg()
+        busy = busy_note(self.threads)   # before our pools start, so they are not counted
+        if busy:
+            self.log(f"warning: {busy}")
+            self.notes.append(busy)
         self.measurer = Measurer(self.target, self.cfg)
         self.single = LocalRunner(self.measurer.pool, self.cfg.with_(repeats=0, warmup=0))
         self.pools = {"numpy": baseline_pool("numpy", self.threads)}
@@ -339,9 +343,6 @@ class Bench:
         report["build_time"] = self.build_time() if self.target.kind == "llvm" else None
         load_end = os.getloadavg()
         report["machine"]["loadavg_end"] = list(load_end)
-        if self.load_start[0] > 0.5 * (os.cpu_count() or 1):
-            self.notes.append(f"the machine was busy when the bench started (load average "
-                              f"{self.load_start[0]:.2f}): numbers may be low and noisy")
         report["notes"] = self.notes
         return report
 

@@ -4,9 +4,10 @@ Roles as in MetaSchedule: ``LocalBuilder`` (replay the trace, lower, compile)
 and ``LocalRunner`` (check against the numpy reference, then time), over a
 ``WorkerPool`` of persistent processes that may crash or hang without harm;
 ``Measurer`` puts them together for one target; ``InteractiveMeasurer`` measures
-one schedule now in a kept-alive worker (a notebook's Run button), and
-``measure_roofline`` gives the host's measured peak and bandwidth. Everything
-that crosses the process boundary is plain data: ``MeasureInput`` in,
+one schedule now in a kept-alive worker (a notebook's Run button),
+``measure_roofline`` gives the host's measured peak and bandwidth, and
+``busy_note`` says when other processes hold the cores a measurement needs.
+Everything that crosses the process boundary is plain data: ``MeasureInput`` in,
 ``BuildResult`` and ``MeasureResult`` out; failures are values with ``error``
 and ``error_kind``. ``DaskMeasurer`` measures on Dask workers instead of the
 local pool, behind the same interface (Dask imported only when one is made).
@@ -16,6 +17,7 @@ from .check import Reference, ReferenceCache
 from .config import RunConfig
 from .dask_runner import DaskMeasurer
 from .faults import FAULTS
+from .load import busy_cores, busy_note
 from .interactive import InteractiveMeasurer, InteractiveResult, interactive_config
 from .measurer import Measurer, measure
 from .pool import WorkerPool
@@ -27,4 +29,4 @@ __all__ = ["MeasureInput", "MeasureResult", "BuildResult", "ERROR_KINDS", "RunCo
            "LocalBuilder", "LocalRunner", "Measurer", "measure", "WorkerPool", "Reference",
            "ReferenceCache", "FAULTS", "InteractiveMeasurer",
            "InteractiveResult", "interactive_config", "Roofline", "measure_roofline",
-           "DaskMeasurer"]
+           "DaskMeasurer", "busy_cores", "busy_note"]
