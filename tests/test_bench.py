@@ -186,6 +186,28 @@ def test_bench_db_adds_the_tuned_row_from_the_best_record(tmp_path):
     assert gone["median_secs"] is None and "run explorer tune with --db first" in gone["note"]
 
 
+def test_bench_db_tuned_on_other_threads_names_the_target_it_holds(tmp_path):
+    """``explorer bench --threads 1`` on a database tuned with 2 threads said only "run
+    explorer tune with --db first", though the database held the records."""
+    from explorer import Target
+    from explorer.database import Database
+    from explorer.tune import Tuner
+    wl = ops.gemm(16, 16, 8)
+    target = Target("llvm -num-cores=2")
+    Tuner(wl, target, trials=2, batch_size=2, database=str(tmp_path), seed=0,
+          retime_top=0).run()
+    b = bench.Bench("llvm", threads=1, rounds=1, quick=True, torch=False, log=lambda m: None,
+                    db=Database(str(tmp_path)))
+    try:
+        case = b.run_case(bench.resolve_cases(["gemm:16,16,8"])[0])
+    finally:
+        b.close()
+    tuned = {r["impl"]: r for r in case["rows"]}["tuned"]
+    assert tuned["median_secs"] is None
+    assert f"it holds records tuned for {target}" in tuned["note"]
+    assert "time it with the same --threads" in tuned["note"]
+
+
 def test_bench_db_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
     from explorer.cli import main
     with pytest.raises(SystemExit) as exc:

@@ -253,6 +253,13 @@ class Bench:
         included)."""
         top = self.db.best(wl, self.target)
         if not top:
+            others = sorted({r.target for r in self.db.records(wl) if r.ok})
+            if others:
+                return Contender("tuned", None, f"no record for this case on {self.target} "
+                                 f"in {self.db.path}; it holds records tuned for "
+                                 f"{', '.join(others)} (a schedule is tuned for its target's "
+                                 "threads: time it with the same --threads, or tune this "
+                                 "target into the --db)")
             return Contender("tuned", None, f"no record for this case on {self.target} in "
                              f"{self.db.path}: run explorer tune with --db first")
         try:
