@@ -187,6 +187,9 @@ class TaskScheduler:
                 t.begin(learn=False)
         with _timed(own, None):
             self._learn_resumed()
+        # the records a database already held count toward the budget, as a Tuner's do: a
+        # run started again with the same budget resumes, it does not tune it all again
+        self.used = sum(t.state.trial for t in self.tuners)
         try:
             while self.used < self.budget:
                 alive = [i for i, t in enumerate(self.tuners)

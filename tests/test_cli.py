@@ -205,3 +205,28 @@ def test_tune_a_suite_again_on_a_database_that_holds_the_budget_says_so(tmp_path
     assert len(err) == 1 and f"already holds 2 trials of each task of suite {suite} (1 task), " \
         "the whole --trials 2 budget: no new trials are run" in err[0]
 
+
+def test_a_suite_started_again_with_a_larger_budget_tunes_only_the_difference(tmp_path,
+                                                                                capsys):
+    """Before, --trials-per-task 6 on a database holding 4 per task ran 6 more per task:
+    a suite's records did not count toward its budget, as a single operator's do."""
+    from explorer.database import Database
+    suite = tmp_path / "two.json"
+    suite.write_text(json.dumps({"tasks": [{"op": "row_sum", "params": {"M": 4, "N": 4}},
+                                           {"op": "row_sum", "params": {"M": 8, "N": 4}}]}))
+    db = tmp_path / "db"
+    argv = _tiny_tune(db, 2, what=("--suite", str(suite)))
+    i = argv.index("--trials")
+    argv[i:i + 2] = ["--trials-per-task", "4"]
+    assert cli.main(argv) == 0
+    assert len(Database(db).records()) == 8
+    argv[i + 1] = "6"
+    assert cli.main(argv) == 0
+    records = Database(db).records()
+    assert len(records) == 12, len(records)
+    capsys.readouterr()
+    assert cli.main(argv) == 0 and len(Database(db).records()) == 12
+    err = capsys.readouterr().err
+    assert "the whole --trials 12 budget: no new trials are run; to tune further, raise " \
+        "--trials or --trials-per-task" in err
+

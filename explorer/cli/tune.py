@@ -7,8 +7,8 @@
 
 Every measured candidate is appended to the database directory (``--db``), so
 an interrupted run resumes where it stopped when started again with the same
-arguments (the records held count toward ``--trials``; a run that finds them all
-there says so and measures nothing new); ``explorer show --db DIR`` prints the
+arguments (the records held count toward ``--trials``, a suite's toward its whole
+budget; a run that finds them all there says so and measures nothing new); ``explorer show --db DIR`` prints the
 best schedule per workload.
 
 A suite (``--suite``) is tuned by the task scheduler under one budget: every task
@@ -299,13 +299,15 @@ class BudgetNote:
             return
         self.said = True
         states = [t.state for t in self.tuners]
-        if any(s.measured or s.trial < self.trials for s in states):
+        held = sum(s.trial for s in states)    # a suite's budget is the tasks' together
+        if any(s.measured for s in states) or held < self.trials:
             return
         if self.suite is None and states[0].best is None:
             return   # the closing line says why no candidate ran correctly
-        more = max(s.trial for s in states) + self.trials
+        more = held + self.trials
+        raise_ = "--trials" if self.suite is None else "--trials or --trials-per-task"
         print(f"explorer tune: {self._held(states)}, the whole --trials {self.trials} "
-              "budget: no new trials are run; to tune further, raise --trials (the records "
+              f"budget: no new trials are run; to tune further, raise {raise_} (the records "
               f"held count toward it, e.g. --trials {more}) or give another --db",
               file=self.stream)
 
