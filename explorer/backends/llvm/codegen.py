@@ -23,7 +23,10 @@ as follows:
 - a float division by a lane-invariant divisor in vector code: one reciprocal and
   products (``reciprocal``);
 - a vectorized loop annotated ``software_prefetch``: prefetches of the rows ahead of
-  its contiguous loads, one per cache line of each vector pass (``prefetch``).
+  its contiguous loads, one per cache line of each vector pass (``prefetch``);
+- a serial or parallel loop annotated ``streaming_store``: its body twice, with
+  non-temporal stores of the aligned full vectors it writes to parameters when they
+  start at a whole register, ordinary stores otherwise (``streaming``).
 
 Lane masks (a guard that depends on the lane, the tail of a vectorized loop whose
 extent is not a multiple of the register width) become masked loads and stores
@@ -39,7 +42,8 @@ import llvmlite.ir as ir
 from ...errors import BuildError
 from ...ir.functor import walk_stmt
 from ...ir.stmt import (Allocate, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt)
-from . import prefetch, reciprocal, tile_transpose, unrolling, vecmath, versioning
+from . import (prefetch, reciprocal, streaming, tile_transpose, unrolling, vecmath,
+               versioning)
 from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
@@ -71,6 +75,7 @@ class ModuleGen:
         self.vectorized_loops: dict = {}   # loop var -> "vector" | why it runs as scalar code
         self._memo: dict = {}
         self.interned: dict = {}
+        self.param_names = frozenset(p.name for p in func.params)
 
     def memo(self, kind: str, node, compute):
         """``compute()`` once per IR node object. Nodes are frozen dataclasses whose hash
@@ -247,6 +252,7 @@ class StmtGen:
         self.ex = ExprEmitter(st)
         self.mask = None   # lanes that run the current statement, inside a vectorized loop
         self.versioned = False   # inside a copy made by guard versioning (one level only)
+        self.streaming = False   # inside the streaming copy of a loop (``streaming``)
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -269,7 +275,9 @@ class StmtGen:
                              "function first (explorer.lower.lower)")
 
     # ------------------------------------------------------------ simple statements
-    def store(self, s: BufferStore, ex: ExprEmitter) -> None:
+    def store(self, s: BufferStore, ex: ExprEmitter, nontemporal: bool = False) -> None:
+        """``nontemporal``: a streaming store, the caller having made sure that the
+        vector's address is aligned to its size (``tile_transpose``)."""
         mask = self.mask
         expr = s.value if ex.lane is None else self.st.mod.memo(
             f"reciprocal {ex.lane}", s, lambda: reciprocal.rewrite(s.value, ex.lane))
@@ -289,6 +297,14 @@ class StmtGen:
             mask = None
         addr = ex.gep(ptr, s, lane0=contiguous, inbounds=mask is None, mask=mask)
         if contiguous and mask is None:
+            if nontemporal:
+                streaming.store(self, value, addr, s.buffer.dtype, ex.lanes)
+                return
+            if self.streaming and s.buffer.name in self.st.mod.param_names and \
+                    streaming.aligned_offset(self, s, ex):
+                streaming.store_if_aligned(self, value, addr, s.buffer.dtype, ex.lanes,
+                                           align.constant)
+                return
             self.b.store(value, addr, align=align.constant)
             return
         mask = ex.all_true(ex.lanes) if mask is None else mask
@@ -361,6 +377,8 @@ class StmtGen:
                 self.st.ranges[name] = saved
 
     def loop_kind(self, s: For) -> None:
+        if s.annotations:
+            streaming.enabled(s)      # refuses a bad value or a loop it cannot serve
         if s.kind == "unrolled" and tile_transpose.try_emit(self, s):
             return
         if s.kind == "unrolled" and self.st.mod.memo("unrolls", s, lambda: unrolling.expands(
@@ -385,7 +403,14 @@ class StmtGen:
 
     def loop_body(self, s: For) -> None:
         """The body of serial or parallel loop ``s``; twice, with and without its guards,
-        when ``s`` is the versioning point of its nest (see ``versioning``)."""
+        when ``s`` is the versioning point of its nest (see ``versioning``); twice more,
+        with and without streaming stores, when ``s`` asks for them (``streaming``)."""
+        if s.annotations and not self.streaming and streaming.enabled(s):
+            streaming.emit_body(self, s, lambda: self.guard_versions(s))
+            return
+        self.guard_versions(s)
+
+    def guard_versions(self, s: For) -> None:
         plan = None if self.versioned else self.st.mod.memo(
             "version", s, lambda: versioning.plan(s))
         if plan is None or not all(versioning.feasible(b, self.st.ranges)

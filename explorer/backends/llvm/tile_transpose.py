@@ -29,7 +29,8 @@ from ...ir.functor import collect_loads
 from ...ir.stmt import BufferStore, For
 from .analysis import flat_coeff, has_unsafe, vectorize_blocker
 from .exprgen import ExprEmitter
-from .types import ELEM_BYTES, I32, I64
+from . import streaming
+from .types import ELEM_BYTES, I32, I64, const_int
 
 
 def transpose_rows(b: ir.IRBuilder, rows: list) -> list:
@@ -103,25 +104,90 @@ def tile_of(gen, s: For):
 
 def try_emit(gen, s: For) -> bool:
     """Emit unrolled loop ``s`` as a register tile transpose when it is one (see the
-    module docstring); False (nothing emitted) otherwise."""
+    module docstring); False (nothing emitted) otherwise. Under a ``streaming_store``
+    loop, a tile whose row the squares cover whole (``streaming.square_columns``)
+    writes with streaming stores, shifted to whole registers (see ``_emit_streaming``)."""
     if gen.mask is not None:        # under a lane mask: the ordinary emitter's masked forms
         return False
     tile = gen.st.mod.memo("tile transpose", s, lambda: tile_of(gen, s))
     if tile is None:
         return False
     inner, store, reads = tile
+    gen.st.mod.vectorized_loops[inner.var.name] = "vector"
+    if gen.streaming and store.buffer.name in gen.st.mod.param_names:
+        cols = gen.st.mod.memo("streaming columns", s, lambda: streaming.square_columns(
+            store, inner.var.name, s.extent, gen.st.ranges))
+        if cols is not None:
+            _emit_streaming(gen, s, tile, cols)
+            return True
+    _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
+    return True
+
+
+def _emit_square(gen, s: For, tile, first: ir.Value, nontemporal: bool) -> None:
+    """The square with its vector lanes starting at ``first`` (an i64: 0, or a shift
+    to a whole register), loads, shuffles and stores."""
+    inner, store, reads = tile
     n, u, v = s.extent, s.var.name, inner.var.name
-    gen.st.mod.vectorized_loops[v] = "vector"
     columns = {ld: [] for ld in reads}
     row_ex = ExprEmitter(gen.st, lane=u, lanes=n)
     for ld in reads:
         rows = []
         for k in range(n):
+            at = ir.Constant(I64, k) if const_int(first) == 0 else gen.b.add(
+                first, ir.Constant(I64, k), flags=("nsw",))
             gen.with_var(u, ir.Constant(I64, 0), lambda: gen.with_var(
-                v, ir.Constant(I64, k), lambda: rows.append(row_ex.emit(ld))))
+                v, at, lambda: rows.append(row_ex.emit(ld))))
         columns[ld] = transpose_rows(gen.b, rows)
     for j in range(n):
         ex = _ColumnEmitter(gen.st, v, n, {ld: cols[j] for ld, cols in columns.items()})
         gen.with_var(u, ir.Constant(I64, j), lambda: gen.with_var(
-            v, ir.Constant(I64, 0), lambda: gen.store(store, ex)))
-    return True
+            v, first, lambda: gen.store(store, ex, nontemporal=nontemporal)))
+
+
+def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
+    """The square with streaming stores. Its row of the output need not start at a
+    whole register (numpy's large arrays start 16 bytes past one), so every square
+    is moved ``e`` lanes right, to where the output's lines begin, reading the rows
+    of the input that those columns need: the squares then store whole aligned
+    lines. The last square of a row (which would run past it) and a first one at
+    the row's start (the ``e`` lanes left of the first moved square) store the same
+    values as ordinary stores, unmoved; an output whose start is not a whole element
+    keeps ordinary stores everywhere. ``cols``: the loop variables of the square's
+    column (their values 0 give the row's first square)."""
+    inner, store, _ = tile
+    n, b = s.extent, gen.b
+    width = store.buffer.shape[-1]
+    size = ELEM_BYTES[store.buffer.dtype]
+    addr = b.ptrtoint(gen.st.buffer_ptr(store.buffer), I64)
+    whole = b.icmp_unsigned("==", b.and_(addr, ir.Constant(I64, size - 1)),
+                            ir.Constant(I64, 0))
+    elems = b.lshr(addr, ir.Constant(I64, size.bit_length() - 1))
+    shift = b.and_(b.sub(ir.Constant(I64, 0), elems), ir.Constant(I64, n - 1))
+    column = ExprEmitter(gen.st)
+    first_col = None
+
+    def col():
+        nonlocal first_col
+        first_col = column.sext64(column.emit_index(store.indices[-1]))
+    gen.with_var(inner.var.name, ir.Constant(I64, 0), col)
+    fits = b.icmp_signed("<=", b.add(b.add(first_col, shift), ir.Constant(I64, n)),
+                         ir.Constant(I64, width))
+    moved_bb = b.append_basic_block(f"{s.var.name}_streamed")
+    edge_bb = b.append_basic_block(f"{s.var.name}_row_edge")
+    done_bb = b.append_basic_block(f"{s.var.name}_square_done")
+    b.cbranch(b.and_(whole, fits), moved_bb, edge_bb)
+    b.position_at_end(moved_bb)
+    _emit_square(gen, s, tile, shift, nontemporal=True)
+    b.branch(done_bb)
+    b.position_at_end(edge_bb)
+    _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
+
+    def head(rest):
+        if not rest:
+            _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
+            return
+        gen.with_var(rest[0], ir.Constant(I64, 0), lambda: head(rest[1:]))
+    head(list(cols))
+    b.branch(done_bb)
+    b.position_at_end(done_bb)
