@@ -24,9 +24,9 @@ as follows:
   products (``reciprocal``);
 - a vectorized loop annotated ``software_prefetch``: prefetches of the rows ahead of
   its contiguous loads, one per cache line of each vector pass (``prefetch``);
-- a serial or parallel loop annotated ``streaming_store``: its body twice, with
-  non-temporal stores of the aligned full vectors it writes to parameters when they
-  start at a whole register, ordinary stores otherwise (``streaming``).
+- a serial or parallel loop annotated ``streaming_store``: non-temporal stores of the
+  full vectors it writes to parameters where their address is a whole register, and
+  an sfence after each iteration (``streaming``).
 
 Lane masks (a guard that depends on the lane, the tail of a vectorized loop whose
 extent is not a multiple of the register width) become masked loads and stores
@@ -403,8 +403,8 @@ class StmtGen:
 
     def loop_body(self, s: For) -> None:
         """The body of serial or parallel loop ``s``; twice, with and without its guards,
-        when ``s`` is the versioning point of its nest (see ``versioning``); twice more,
-        with and without streaming stores, when ``s`` asks for them (``streaming``)."""
+        when ``s`` is the versioning point of its nest (see ``versioning``); with
+        streaming stores when ``s`` asks for them (``streaming``)."""
         if s.annotations and not self.streaming and streaming.enabled(s):
             streaming.emit_body(self, s, lambda: self.guard_versions(s))
             return
