@@ -26,9 +26,9 @@ with its trace, so a run resumes where it stopped (the trial budget counts
 what the database already holds) and the best schedule replays exactly. Resuming
 needs each record's postprocessed function (the search must not propose it again)
 and its features (the cost model learns them): the database's feature cache keeps
-both per record, under a version of the code that made them (``cache_version``), so
-a resume reads them instead of replaying every trace; what the cache lacks, or holds
-from other code, is replayed and added. ResNet-18's 12 tasks on a loaded 2-core VM:
+both per record, under a version of the code that made them
+(``explorer.feature_cache``), so a resume reads them instead of replaying every
+trace; what the cache lacks, or holds from other code, is replayed and added. ResNet-18's 12 tasks on a loaded 2-core VM:
 resuming 3000 records took 68 s, 8 s from the cache (most of it rebuilding the
 functions from their JSON); 288 tuned records 22 s, 4.6 s.
 
@@ -51,7 +51,9 @@ from dataclasses import asdict, dataclass, field, replace
 
 from .target import as_target
 from .database import Database, TuningRecord, ranked
-from .errors import ExplorerError, FeatureError
+from .errors import ExplorerError
+from .feature_cache import replayed
+from .features import FEATURE_VERSION, training_rows
 from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, Retimed, Retiming,
                      RoundStarted, TuningFinished, TuningStarted, WarmStart)
 from .schedule import Trace
@@ -194,14 +196,15 @@ class Tuner:
         and the strategy learn from them before the first round. Each record's
         function (for the strategy's set of measured programs) and features (for the
         model) come from the database's feature cache where it holds them
-        (``_replayed``), else from replaying its trace."""
+        (``feature_cache.replayed``), else from replaying its trace."""
         if self.database is None:
             return []
         self.database.commit_workload(self.workload)
         done = self.database.records(self.workload, str(self.target), emulated=self.emulate)
         self.resumed = ([], [])
         feats, costs = [], []
-        for rec, got in zip(done, _replayed(self, done, self.cost_model is not None)):
+        for rec, got in zip(done, replayed(self.database, self.space, self.context, done,
+                                           self.cost_model is not None)):
             if got is None:
                 continue
             key, raw, rows = got
@@ -419,8 +422,8 @@ class Tuner:
         metrics = _model_metrics(preds, costs)
         if self.cost_model is not None:
             with self.clock("train"):
-                feats = _training_features(self.context, cands, feats,
-                                           [r.resources for r in results])
+                feats = training_rows(cands, feats, self.target,
+                                      [r.resources for r in results])
                 self.cost_model.update(feats, costs, groups=wl.key)
         with self.clock("search"):
             self.strategy.notify_results(cands, costs)
@@ -443,7 +446,7 @@ class Tuner:
             run_secs=tuple(res.run_secs) if res.ok else None,
             error=None if res.ok else f"{res.error_kind}: {res.error}",
             error_kind=None if res.ok else res.error_kind,
-            feature_version=_feature_version(), strategy=self.strategy.name, round=rnd,
+            feature_version=FEATURE_VERSION, strategy=self.strategy.name, round=rnd,
             trial=state.trial, seed=self.seed,
             predicted=None if pred is None else float(pred), build_secs=res.build_secs,
             emulated=self.emulate, resources=res.resources)
@@ -478,150 +481,6 @@ class Tuner:
         else:
             with self.database.batch():
                 yield
-
-
-def _replayed(tuner, records: list, features: bool) -> list:
-    """Per record: ``(func_key, feature rows, training rows)`` of its trace replayed on
-    ``tuner``'s space (the rows None unless ``features``), or None (with a warning)
-    when it does not replay. Read from the database's feature cache where it holds
-    them under this code's ``cache_version`` (one of them checked against a replay:
-    a mismatch drops the lot), the others replayed, extracted and added to it."""
-    db, space, target = tuner.database, tuner.space, tuner.target
-    version = cache_version()
-    ident = repr(target)
-    keys = [_cache_key(version, ident, r) for r in records]
-    cached = db.cached_features(version, keys) if features and records else {}
-    from .features import NUM_FEATURES
-    out: list = [None] * len(records)
-    for i, key in enumerate(keys):
-        got = cached.get(key)
-        whole = got is not None and got[1].ndim == 2 and got[1].shape[1] == NUM_FEATURES
-        func = _func_of(got[0]) if whole else None
-        if func is not None:
-            raw = got[1] if not records[i].resources else None
-            out[i] = (hash(func), raw, got[1])
-    hits = [i for i, o in enumerate(out) if o is not None]
-    if hits and not _matches_replay(tuner, records[hits[0]], out[hits[0]]):
-        warnings.warn(f"{db.features_file}: a cached function or its features differ from "
-                      "what replaying its record gives now; recomputed them all")
-        out = [None] * len(records)
-    new = {}
-    for i, rec in enumerate(records):
-        if out[i] is not None:
-            continue
-        sch = space.apply(Trace.from_json(rec.trace))
-        if sch is None:
-            warnings.warn(f"{db.records_file}: skipped the record of trial {rec.trial} when "
-                          f"resuming: {space.last_error}")
-            continue
-        from .search.base import func_key
-        if not features:
-            out[i] = (func_key(sch), None, None)
-            continue
-        raw, rows = _features_of(tuner.context, sch, rec.resources)
-        out[i] = (func_key(sch), raw, rows)
-        text = _func_text(sch.func)
-        if text is not None:
-            new[keys[i]] = (text, rows)
-    if new:
-        db.cache_features(version, new)
-    return out
-
-
-def _features_of(context, sch, resources) -> tuple:
-    """(feature rows, training rows) of a schedule: what ``TuneContext.features`` gives,
-    and the same with ptxas's ``resources`` where a record has them."""
-    raw = context.features([sch])[0]
-    return raw, _training_features(context, [sch], [raw], [resources])[0]
-
-
-def _matches_replay(tuner, rec, entry) -> bool:
-    """Whether replaying ``rec`` gives the function (by its key) and the training rows
-    ``entry`` holds: the check that a cache written by other code is not trusted."""
-    sch = tuner.space.apply(Trace.from_json(rec.trace))
-    if sch is None:
-        return False
-    from .search.base import func_key
-    import numpy as np
-    _, rows = _features_of(tuner.context, sch, rec.resources)
-    return func_key(sch) == entry[0] and np.array_equal(rows, entry[2])
-
-
-def _func_of(text: str):
-    """The PrimFunc of a cached function's JSON text, or None when it does not load."""
-    import json
-    from .errors import WorkloadError
-    from .ir_json import func_from_json
-    try:
-        return func_from_json(json.loads(text))
-    except (WorkloadError, ValueError, RecursionError, TypeError, KeyError):
-        return None
-
-
-def _func_text(func) -> str | None:
-    import json
-    from .ir_json import func_to_json
-    try:
-        return json.dumps(func_to_json(func), separators=(",", ":"))
-    except (ExplorerError, TypeError, ValueError):   # a node the JSON has no form for
-        return None
-
-
-def _cache_key(version: str, target: str, rec: TuningRecord) -> str:
-    """A record's key in the feature cache: its workload, trace and resources, the
-    target (all of it: cache sizes and cores change features) and the code version."""
-    import hashlib
-    import json
-    text = json.dumps([version, target, rec.workload, rec.trace_key, rec.resources],
-                      sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-# The code that takes a record's trace to its postprocessed function and features:
-# a change to any of it (even without a new FEATURE_VERSION) makes new cache keys.
-_CACHE_CODE = ("features", "space", "schedule", "ir", "lower.py", "ir_json.py", "te.py",
-               "ops.py", "workload.py", "workload_json.py", "target", "schema.py", "limits.py",
-               "backends/cuda/resources.py")
-
-
-def cache_version() -> str:
-    """The version of the feature cache's lines this code writes and reads:
-    ``FEATURE_VERSION`` and a digest of the source of ``_CACHE_CODE``."""
-    global _CACHE_VERSION
-    if _CACHE_VERSION is None:
-        import hashlib
-        from pathlib import Path
-        root = Path(__file__).parent
-        h = hashlib.sha256()
-        for name in _CACHE_CODE:
-            path = root / name
-            files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-            for f in files:
-                if f.is_file():
-                    h.update(f.relative_to(root).as_posix().encode() + b"\0")
-                    h.update(f.read_bytes() + b"\0")
-        _CACHE_VERSION = f"{_feature_version()}-{h.hexdigest()[:16]}"
-    return _CACHE_VERSION
-
-
-_CACHE_VERSION = None
-
-
-def _training_features(context, scheds: list, feats: list, resources: list) -> list:
-    """The features the cost model learns from: where a measured cuda candidate carries
-    ptxas's report, its gpu_resources group holds ptxas's registers and spills; the
-    estimate otherwise, as for the candidates it scores (``features.gpu_resources``)."""
-    if not any(resources):
-        return feats
-    from .features import with_resources
-    out = []
-    for s, f, r in zip(scheds, feats, resources):
-        try:
-            out.append(with_resources(f, s, context.target, r) if r else f)
-        except FeatureError as e:   # a report the features cannot read: the estimate
-            warnings.warn(f"trained on the estimated GPU resources of a candidate: {e}")
-            out.append(f)
-    return out
 
 
 # The cost of every correct emulated candidate: emulation tells the search which
@@ -661,11 +520,6 @@ def _check_emulation(target, remote) -> None:
 # A re-timing that finds the result wrong or the kernel failing makes the candidate
 # incorrect; a timeout on a busy machine does not.
 WRONG_ON_RETIME = ("wrong", "crash", "run")
-
-
-def _feature_version() -> int:
-    from .features import FEATURE_VERSION
-    return FEATURE_VERSION
 
 
 def _model_metrics(preds: list, costs: list) -> dict:

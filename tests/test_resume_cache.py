@@ -14,7 +14,7 @@ from explorer.database import Database, TuningRecord, _features_digest
 from explorer.search import EvolutionarySearch
 from explorer.space import DesignSpace
 from explorer.target import as_target
-from explorer import tune as tune_mod
+from explorer import feature_cache
 from explorer.tune import Tuner
 from tuning_helpers import measured_traces
 
@@ -92,7 +92,7 @@ def test_a_cache_of_other_code_is_not_used_and_dead_lines_are_dropped(wl, db_pat
                                                                       monkeypatch):
     cold = _resume(wl, db_path)
     for n in range(12):        # 12 versions of the code: 72 dead lines, more than 64
-        monkeypatch.setattr(tune_mod, "_CACHE_VERSION", f"old-{n}")
+        monkeypatch.setattr(feature_cache, "_CACHE_VERSION", f"old-{n}")
         got = _resume(wl, db_path)
         assert got[3] == N                    # none of the other versions' lines used
         _same(cold, got)

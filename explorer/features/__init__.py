@@ -33,6 +33,7 @@ version 4 added the gpu_resources group (196 -> 203 values).
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
@@ -99,6 +100,23 @@ def with_resources(rows: np.ndarray, sch_or_func, target, resources) -> np.ndarr
     return out
 
 
+def training_rows(scheds: list, rows: list, target, resources: list) -> list:
+    """The rows the cost model learns from, one array per schedule: where a measured cuda
+    candidate carries ptxas's report (``resources``), its gpu_resources group holds
+    ptxas's registers and spills; the estimate otherwise, as for the candidates it
+    scores. A report the features cannot read keeps the estimate, with a warning."""
+    if not any(resources):
+        return rows
+    out = []
+    for s, f, r in zip(scheds, rows, resources):
+        try:
+            out.append(with_resources(f, s, target, r) if r else f)
+        except FeatureError as e:
+            warnings.warn(f"trained on the estimated GPU resources of a candidate: {e}")
+            out.append(f)
+    return out
+
+
 def _target(target):
     return _target_of_string(target) if isinstance(target, str) else target
 
@@ -128,5 +146,5 @@ def _machine(target) -> Machine:
                    caches=(target.l1_bytes, target.l2_bytes, target.l3_bytes))
 
 
-__all__ = ["extract", "with_resources", "feature_names", "feature_groups", "FEATURE_VERSION", "NUM_FEATURES",
+__all__ = ["extract", "with_resources", "training_rows", "feature_names", "feature_groups", "FEATURE_VERSION", "NUM_FEATURES",
            "FeatureError"]
