@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ExplorerError
+from .measure.load import warn_if_busy
 from .suites import suite_names, suite_text
 
 
@@ -182,6 +183,7 @@ class TaskScheduler:
         ``other`` is the rest of the run's wall time."""
         start = time.perf_counter()
         own = [0.0] * len(self.tuners)      # wall seconds of each task's own turns
+        warn_if_busy(self.tuners[0].target, self.tuners[0].runner)
         for i, t in enumerate(self.tuners):
             with _timed(own, i):
                 t.begin(learn=False)

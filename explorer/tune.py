@@ -53,6 +53,7 @@ from .target import as_target
 from .database import Database, TuningRecord, ranked
 from .errors import ExplorerError
 from .feature_cache import replayed
+from .measure.load import warn_if_busy
 from .features import FEATURE_VERSION, training_rows
 from .events import (CandidateMeasured, EventBus, ModelUpdated, NewBest, Retimed, Retiming,
                      RoundStarted, TuningFinished, TuningStarted, WarmStart)
@@ -250,6 +251,8 @@ class Tuner:
         self.clock = PhaseClock()
         wl, tgt = self.workload, str(self.target)
         self.events.emit(TuningStarted(wl.key, tgt, self.trials, self.strategy.name, self.seed))
+        if self._measurer is None:    # a task scheduler's tuners share one: it checks once
+            warn_if_busy(self.target, self.runner)
         done = self._resume()
         if learn:
             self.learn_resumed()

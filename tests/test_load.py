@@ -106,10 +106,29 @@ def test_bench_keeps_the_busy_note_and_tune_prints_it(tmp_path, monkeypatch, cap
         assert b.notes == ["busy for 1 threads"]
     finally:
         b.close()
-    import explorer.measure as measure
-    monkeypatch.setattr(measure, "busy_note", lambda threads: "others hold the cores")
+    monkeypatch.setattr(load, "busy_note", lambda threads: f"others hold {threads} cores")
     assert cli.main(["tune", "--op", "row_sum", "--shape", "4,4", "--trials", "1",
                      "--retime", "0", "--strategy", "replay", "--cost-model", "random",
-                     "--db", str(tmp_path / "db"), "--no-numpy", "--quiet"]) == 0
+                     "--target", "llvm -num-cores=2", "--db", str(tmp_path / "db"),
+                     "--no-numpy", "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert "explorer tune: warning: others hold the cores" in err
+    assert err.count("explorer tune: warning: others hold 2 cores") == 1, err
+
+
+def test_a_tuner_and_a_task_scheduler_warn_once_where_they_measure_here(tmp_path,
+                                                                         monkeypatch):
+    from explorer import ops
+    from explorer.task_scheduler import Task, TaskScheduler
+    from explorer.tune import Tuner
+    asked = []
+    monkeypatch.setattr(load, "busy_note", lambda threads: asked.append(threads) or "busy")
+    kw = dict(batch_size=2, strategy="replay", cost_model="random", retime_top=0)
+    with pytest.warns(UserWarning, match="^busy$"):
+        Tuner(ops.get("row_sum", 4, 4), "llvm -num-cores=2", trials=2, **kw).run()
+    assert asked == [2]
+    tasks = [Task(f"r{n}", ops.get("row_sum", 4, n)) for n in (4, 8)]
+    with pytest.warns(UserWarning, match="^busy$") as got:
+        TaskScheduler(tasks, "llvm -num-cores=1", trials=4, **kw).run()
+    assert asked == [2, 1] and sum(str(w.message) == "busy" for w in got) == 1
+    # kernels measured elsewhere (a GPU target here) are not this machine's business
+    assert load.warn_if_busy(type("T", (), {"kind": "cuda"})()) is None and asked == [2, 1]

@@ -362,11 +362,6 @@ def main(args) -> int:
     if args.json:
         check_writable_file(args.json, "--json")
     db = Database(args.db)
-    if target.kind == "llvm" and runner_from_args(args.runner) is None:
-        from ..measure import busy_note
-        busy = busy_note(target.num_cores or 1)
-        if busy:
-            print(f"explorer tune: warning: {busy}", file=sys.stderr, flush=True)
     progress = Progress(quiet=args.quiet, suite_trials=args.trials if args.suite else None)
     if args.suite:
         return _tune_suite(args, work, target, db, progress)

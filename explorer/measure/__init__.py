@@ -17,7 +17,7 @@ from .check import Reference, ReferenceCache
 from .config import RunConfig
 from .dask_runner import DaskMeasurer
 from .faults import FAULTS
-from .load import busy_cores, busy_note
+from .load import busy_cores, busy_note, warn_if_busy
 from .interactive import InteractiveMeasurer, InteractiveResult, interactive_config
 from .measurer import Measurer, measure
 from .pool import WorkerPool
@@ -29,4 +29,5 @@ __all__ = ["MeasureInput", "MeasureResult", "BuildResult", "ERROR_KINDS", "RunCo
            "LocalBuilder", "LocalRunner", "Measurer", "measure", "WorkerPool", "Reference",
            "ReferenceCache", "FAULTS", "InteractiveMeasurer",
            "InteractiveResult", "interactive_config", "Roofline", "measure_roofline",
-           "DaskMeasurer", "busy_cores", "busy_note"]
+           "DaskMeasurer", "busy_cores", "busy_note",
+           "warn_if_busy"]

@@ -8,8 +8,10 @@ this apart from explorer's own recent work, so ``busy_cores`` watches the
 machine's CPU counters (``/proc/stat``) for a short window while this process
 sleeps: what was busy then was someone else (explorer's idle workers sleep).
 
-``busy_note(threads)`` turns that into the sentence the CLI prints and the
-tables keep, or None when the cores the measurement needs are free. Where the
+``busy_note(threads)`` turns that into the sentence the tables keep, or None
+when the cores the measurement needs are free; ``warn_if_busy`` is the check a
+tuning run makes before it measures (a Tuner with its own measurer, a task
+scheduler once for all its tasks), as a warning that notebooks and the CLI show. Where the
 counters cannot be read (not Linux) both say nothing rather than guess.
 ``EXPLORER_BUSY_CHECK=0`` in the environment turns the check off (a machine the
 user knows to be shared, or a test suite that wants quiet output).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 STAT = "/proc/stat"
 SWITCH = "EXPLORER_BUSY_CHECK"   # "0": busy_note says nothing
@@ -88,3 +91,16 @@ def busy_note(threads: int, window: float = WINDOW_SECS, path: str = STAT,
             f"busy, and kernels here run on {threads} thread{'s' * (threads != 1)}; their "
             "timings will be slow and noisy (a descheduled thread stalls every parallel "
             "region) and tuning will favour fewer threads. Measure on an idle machine.")
+
+
+def warn_if_busy(target, runner=None) -> str | None:
+    """Warn (``warnings.warn``) and return ``busy_note``'s sentence when ``target``'s
+    kernels are measured on this machine (a CPU target, no remote runner) and other
+    processes hold the cores they run on; None otherwise."""
+    from .runner_choice import parse_runner
+    if getattr(target, "kind", None) != "llvm" or parse_runner(runner) is not None:
+        return None
+    note = busy_note(getattr(target, "num_cores", None) or available_cores())
+    if note:
+        warnings.warn(note, stacklevel=3)
+    return note
