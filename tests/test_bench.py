@@ -186,23 +186,29 @@ def test_bench_db_adds_the_tuned_row_from_the_best_record(tmp_path):
     assert gone["median_secs"] is None and "run explorer tune with --db first" in gone["note"]
 
 
+def _tuned_row(db_dir, case: str, threads: int) -> dict:
+    """The tuned row of ``case`` benched on ``threads`` threads from the database in
+    ``db_dir``."""
+    from explorer.database import Database
+    b = bench.Bench("llvm", threads=threads, rounds=1, quick=True, torch=False,
+                    log=lambda m: None, db=Database(str(db_dir)))
+    try:
+        got = b.run_case(bench.resolve_cases([case])[0])
+    finally:
+        b.close()
+    return {r["impl"]: r for r in got["rows"]}["tuned"]
+
+
 def test_bench_db_tuned_on_other_threads_names_the_target_it_holds(tmp_path):
     """``explorer bench --threads 1`` on a database tuned with 2 threads said only "run
     explorer tune with --db first", though the database held the records."""
     from explorer import Target
-    from explorer.database import Database
     from explorer.tune import Tuner
     wl = ops.gemm(16, 16, 8)
     target = Target("llvm -num-cores=2")
     Tuner(wl, target, trials=2, batch_size=2, database=str(tmp_path), seed=0,
           retime_top=0).run()
-    b = bench.Bench("llvm", threads=1, rounds=1, quick=True, torch=False, log=lambda m: None,
-                    db=Database(str(tmp_path)))
-    try:
-        case = b.run_case(bench.resolve_cases(["gemm:16,16,8"])[0])
-    finally:
-        b.close()
-    tuned = {r["impl"]: r for r in case["rows"]}["tuned"]
+    tuned = _tuned_row(tmp_path, "gemm:16,16,8", threads=1)
     assert tuned["median_secs"] is None
     assert f"it holds records tuned for {target}" in tuned["note"]
     assert "time it with the same --threads" in tuned["note"]
@@ -218,7 +224,6 @@ def test_bench_db_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
 
 def test_bench_db_record_that_does_not_replay_is_a_note_not_a_crash(tmp_path):
     from explorer import Target
-    from explorer.database import Database
     from explorer.tune import Tuner
     wl = ops.gemm(16, 32, 8)
     Tuner(wl, Target("llvm -num-cores=2"), trials=2, batch_size=2, database=str(tmp_path),
@@ -227,12 +232,6 @@ def test_bench_db_record_that_does_not_replay_is_a_note_not_a_crash(tmp_path):
     text = records.read_text()
     assert '"get_block",["C"]' in text
     records.write_text(text.replace('"get_block",["C"]', '"get_block",["Z"]'))
-    b = bench.Bench("llvm", threads=2, rounds=1, quick=True, torch=False, log=lambda m: None,
-                    db=Database(str(tmp_path)))
-    try:
-        case = b.run_case(bench.resolve_cases(["gemm:16,32,8"])[0])
-    finally:
-        b.close()
-    tuned = {r["impl"]: r for r in case["rows"]}["tuned"]
+    tuned = _tuned_row(tmp_path, "gemm:16,32,8", threads=2)
     assert tuned["median_secs"] is None and "does not replay" in tuned["note"]
     assert "re-tune into a fresh --db" in tuned["note"]
