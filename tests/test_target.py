@@ -186,3 +186,26 @@ def test_records_filed_before_keys_said_the_width_are_found_for_this_host(tmp_pa
     finally:
         tuner.close()
         tuner.finish()
+
+
+def test_the_host_described_as_avx2_only_is_haswell_without_its_wide_features(monkeypatch):
+    """EXPLORER_HOST_ISA=avx2 runs the suite as an AVX2-only CI machine sees it."""
+    from explorer.errors import BuildError
+    from explorer.target import host
+    real = host.host_cpu.__wrapped__
+    monkeypatch.delenv(host.HOST_ISA, raising=False)
+    name, features = real()
+    monkeypatch.setenv(host.HOST_ISA, "avx2")
+    if "+avx2" not in features.split(","):
+        with pytest.raises(BuildError, match="has no AVX2: unset EXPLORER_HOST_ISA"):
+            real()
+        return
+    mcpu, narrow = real()
+    feats = narrow.split(",")
+    assert mcpu == "haswell" and "+avx2" in feats and "+fma" in feats
+    assert not [f for f in feats if f.startswith("+") and f[1:].startswith(("avx512", "amx"))]
+    assert len(feats) == len(features.split(","))
+    assert host.vector_bits_of(mcpu, narrow) == 256
+    monkeypatch.setenv(host.HOST_ISA, "sse2")
+    with pytest.raises(BuildError, match="the only ISA a host can be described as is 'avx2'"):
+        real()

@@ -5,6 +5,11 @@ LLVM generates AVX-512 code where the host has it), the widest vector register,
 the usable core count, and cache sizes from sysfs. Options given explicitly
 (``-mcpu``, ``-num-cores``, ...) are kept; a CPU other than the host's gets no
 host feature string, LLVM then derives the features from the CPU name.
+
+``EXPLORER_HOST_ISA=avx2`` describes an AVX-512 host as the AVX2-only machine it
+also is (CPU ``haswell``, its AVX-512 and AMX features off), in this process and
+the worker processes it starts: the whole test suite then runs as on an AVX2-only
+CI machine (8 fp32 lanes, 16 vector registers) without one.
 """
 from __future__ import annotations
 
@@ -25,15 +30,31 @@ _AVX2_CPUS = ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "met
               "bdver4")
 
 
+HOST_ISA = "EXPLORER_HOST_ISA"
+_WIDE = ("avx512", "amx", "avx10", "evex512")   # features an AVX2-only machine lacks
+
+
 @functools.lru_cache(maxsize=1)
 def host_cpu() -> tuple:
-    """(cpu name, feature string) of this machine as LLVM names them."""
+    """(cpu name, feature string) of this machine as LLVM names them (as an AVX2-only
+    one when ``EXPLORER_HOST_ISA=avx2``)."""
     import llvmlite.binding as llvm
     try:
         features = llvm.get_host_cpu_features().flatten()
     except RuntimeError:  # some platforms cannot list features
         features = ""
-    return llvm.get_host_cpu_name(), features
+    name = llvm.get_host_cpu_name()
+    isa = os.environ.get(HOST_ISA, "").strip().lower()
+    if not isa:
+        return name, features
+    if isa != "avx2":
+        raise BuildError(f"{HOST_ISA}={isa!r}: the only ISA a host can be described as is "
+                         f"'avx2' (unset it for the host as it is)")
+    if "+avx2" not in features.split(","):
+        raise BuildError(f"{HOST_ISA}=avx2 describes an AVX-512 host as AVX2-only, but this "
+                         f"host ({name}) has no AVX2: unset {HOST_ISA}")
+    narrow = [("-" + f[1:]) if f[1:].startswith(_WIDE) else f for f in features.split(",")]
+    return "haswell", ",".join(narrow)
 
 
 def vector_bits_of(mcpu: str, features: str) -> int:
