@@ -76,7 +76,9 @@ def test_the_gemm_nest_takes_the_gemm_experts_tiles():
                      if fused.insts[i].kind == "sample_perfect_tile"]
             assert tiles == [plan["i"], plan["j"], plan["k"]], (target, wl.key)
             rows, vectors = plan["i"][3], -(-plan["j"][3] // target.vector_lanes)
-            assert rows * vectors <= min(16, target.vector_registers - 4)
+            # a gemm's tile: up to 3/4 of the registers (expert._contraction); gemm + bias +
+            # GELU 128x3072x768 on one Xeon core, 8 x 48 against 4 x 64: 1.16x
+            assert rows * vectors <= target.vector_registers * 3 // 4
 
 
 def test_the_conv_nest_takes_the_conv_experts_plan_for_its_sketch():
