@@ -1,0 +1,130 @@
+"""BERT-base dense layers at sequence 128: our expert (and tuned) kernels against numpy
+and PyTorch, interleaved, medians, ratios in one run (issue 17's BERT-base suite).
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE flock /tmp/bench.lock \\
+        python3 benchmarks/bert_gemm.py --threads 1 --rounds 9
+    ... --threads 2 --db tuned_db          # adds the database's best record per task
+
+Tasks: the suite's (``explorer/data/bert_base.json``: gemm 128x768x768, 128x3072x768,
+128x768x3072, batch_matmul 12x128x128x64 and 12x128x64x128) and gemm 1024^3 (the
+single-operator figure that must not regress), or ``--tasks`` names from those.
+``--plans FILE`` adds rows built from other tile plans of the expert's sketch (a JSON
+object: row name -> {"task": name, "plan": {iteration variable: tile factors}}), to
+compare a change of the expert in the same run before making it.
+
+Every kernel is checked against the numpy reference before it is timed. Each
+contender runs in a worker process of its own (``explorer bench``'s pools: library
+threads spin after a call), one sample per round in a rotated order; a row is the
+median of its samples. The header prints the CPU, the target and the load average;
+timings on a shared machine mean something only as ratios within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from explorer import ops  # noqa: E402
+from explorer.cli import bench  # noqa: E402
+from explorer.database import Database  # noqa: E402
+from explorer.measure.baselines import baseline_request  # noqa: E402
+from explorer.space.design_space import DesignSpace  # noqa: E402
+from explorer.space.expert import expert_schedule, expert_trace, plan_trace  # noqa: E402
+from explorer.suites import suite_tasks  # noqa: E402
+from explorer.target import Target  # noqa: E402
+
+
+def tasks() -> dict:
+    """name -> workload: the BERT-base suite's tasks and gemm 1024^3."""
+    out = {t["name"]: ops.get(t["op"], **t["params"]) for t in suite_tasks("bert_base")}
+    out["gemm_1024"] = ops.gemm(1024, 1024, 1024)
+    return out
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_task(b: bench.Bench, name: str, wl, plans: dict) -> dict:
+    rows = [b._ours("expert", wl, expert_schedule(wl, b.target), "")]
+    for row, spec in plans.items():
+        if spec["task"] != name:
+            continue
+        space = DesignSpace(wl, b.target)
+        sch = space.apply(plan_trace(wl, b.target, spec["plan"]))
+        if sch is None:
+            raise SystemExit(f"--plans {row}: not a point of the space ({space.last_error})")
+        rows.append(b._ours(row, wl, sch, json.dumps(spec["plan"])))
+    if b.db is not None:
+        rows.append(b._tuned(wl))
+    for impl, pool in b.pools.items():
+        rows.append(bench.Contender(impl, lambda p=pool, i=impl: baseline_request(
+            p, i, wl, b.cfg, b.threads), settle=bench.SETTLE_SECS))
+    live = [c for c in rows if c.measure is not None]
+    for r in range(b.rounds):
+        for c in live[r % len(live):] + live[:r % len(live)]:
+            c.step()
+    out = [c.row(wl.flops) for c in rows]
+    bench._add_ratios(out)
+    return {"case": name, "op": wl.name, "params": dict(wl.params), "key": wl.key,
+            "flops": wl.flops, "rows": out}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="+", default=None, help="default: all of " +
+                   ", ".join(tasks()))
+    p.add_argument("--threads", type=int, default=None, help="default: the cores here")
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--db", default=None, help="a tuning database: adds a 'tuned' row")
+    p.add_argument("--plans", default=None, help="JSON file of extra tile plans (see above)")
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    every = tasks()
+    names = args.tasks or list(every)
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        p.error(f"unknown task(s) {', '.join(unknown)}: choose from {', '.join(every)}")
+    if args.rounds < 1 or (args.threads is not None and args.threads < 1):
+        p.error("--rounds and --threads must be at least 1")
+    plans = {}
+    if args.plans:
+        with open(args.plans) as f:
+            plans = json.load(f)
+    threads = args.threads or len(os.sched_getaffinity(0))
+    target = Target(f"llvm -num-cores={threads}")
+    for n in names:    # a trace that does not replay fails here, before any timing
+        expert_trace(every[n], target)
+    b = bench.Bench(target, threads, args.rounds,
+                    db=Database(args.db) if args.db else None)
+    print(f"cpu: {cpu_name()}; target {target}; {threads} thread(s); load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    try:
+        report = b.header()
+        report["cases"] = [run_task(b, n, every[n], plans) for n in names]
+    finally:
+        b.close()
+    report["scaling"] = report["build_time"] = None
+    report["notes"] = b.notes
+    report["machine"]["cpu_name"] = cpu_name()
+    report["machine"]["loadavg_end"] = list(os.getloadavg())
+    print(bench.format_table(report))
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
