@@ -19,7 +19,7 @@ LAYERS = [
     ("features", "space"),
     ("cost_model",),
     ("search", "database"),
-    ("tune", "task_scheduler"),
+    ("tune", "task_scheduler", "feature_cache"),
     ("cli",),                    # the command line: one module per command
 ]
 RANK = {name: n for n, names in enumerate(LAYERS) for name in names}
