@@ -12,7 +12,13 @@ reduction loop around it when they fit. A tile is fast when
 - its accumulators, ``ceil(vector factor / lanes)`` times the other register-tile
   factors, are enough to hide the fused multiply-add latency (at least a quarter of the
   vector registers) and leave registers for the operands of one reduction step: a row
-  of ``ceil(vector factor / lanes)`` vector loads and one broadcast (the rest).
+  of ``ceil(vector factor / lanes)`` vector loads and one broadcast (the rest), and are
+  at most ``MAX_ACCUMULATORS`` (16, the budget the expert schedule measured on AVX-512;
+  AVX2's 16 registers leave fewer after the operands). Measured on ResNet-18 C6 (the
+  434 distinct candidates of eight 64-trial runs, timed again on one core of the
+  2-core Xeon, median GFLOP/s): 8 accumulators 129, 14 132, 16 126, 28 99 (115 of the
+  434, a quarter of the budget spent on a tile that spills or reloads); the fastest
+  candidates of each size 150, 165, 166, 151.
 
 Every perfect tiling equally likely (``sample_perfect_tile``) puts a few percent of the
 draws there: gemm 1024^3 has 266 tilings of each spatial loop, and the hand-written
@@ -55,6 +61,7 @@ from ..schedule.tree import find_block
 from . import analysis as A
 
 FIT_SHARE = 0.8         # share of the draws conditioned on a fitting register tile
+MAX_ACCUMULATORS = 16   # vector accumulators a register tile may hold (module docstring)
 DRAWS = 256             # draws per tiled block before giving up the condition
 _BYTES = {"float32": 4, "float64": 8, "float16": 2, "int32": 4, "int8": 1}
 _SKETCH_TILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -121,7 +128,8 @@ class RegisterTile:
         if self.vector_extent % self.lanes == 0 and vec % self.lanes:
             return False
         operands = -(-vec // self.lanes) + 1     # a row of vector loads, one broadcast
-        return (self.low <= self.accumulators(decisions) <= self.high - operands
+        return (self.low <= self.accumulators(decisions)
+                <= min(MAX_ACCUMULATORS, self.high - operands)
                 and all(p.fits(decisions) for p in self.panels) and self.parallel(decisions))
 
 
