@@ -263,3 +263,32 @@ def test_register_tile_asks_a_task_per_core_of_the_first_tile_level():
         tasks.append(n)
     assert sum(n >= 4 for n in tasks) >= 0.6 * len(draws)
     check_on_interp(draws[0], wl)
+
+
+@pytest.mark.parametrize("target", [AVX512, AVX2])
+def test_register_tile_holds_at_most_the_accumulator_budget(target):
+    """A register tile fits with at most ``MAX_ACCUMULATORS`` accumulators (16) and the
+    operands' registers left over: 28 of AVX-512's 32 registers as accumulators fit the
+    registers but ran at 0.75 of the 8-16 accumulator tiles (ResNet-18 C6, one core);
+    no draw of the conv's channel sketch holds more."""
+    from explorer.space.register_tiles import MAX_ACCUMULATORS
+    wl = ops.conv2d(N=1, C=8, H=14, W=14, K=32, R=3, S=3, padding=1)
+    space = DesignSpace(wl, target)
+    lanes, regs = target.vector_lanes, target.vector_registers
+    budget = min(MAX_ACCUMULATORS, regs - 32 // lanes - 1)  # channel vectors, a broadcast
+    sk = next(s for s in space.sketches
+              if register_tiles(s.trace, space.func, target)[0].vector_extent == 32)
+    (tile,) = register_tiles(sk.trace, space.func, target)
+    n, k, p, q = (tile.outer[v].inst for v in range(4))
+    base = {n: [1, 1, 1, 1], k: [1, 1, 1, 32], p: [2, 7, 1, 1]}
+    for cols in (1, 2, 7, 14):
+        d = {**base, q: [1, 14 // cols, 1, cols]}
+        acc = tile.accumulators(d)
+        assert acc == cols * 32 // lanes
+        assert tile.fits(d) == (regs // 4 <= acc <= budget), (cols, acc)
+    draws = space.sample(24, seed=1)
+    got = [t.accumulators(s.trace.decisions) for s in draws
+           for t in register_tiles(space.sketches[space.sketch_of(s.trace)].trace,
+                                   space.func, target)]
+    assert sum(a <= budget for a in got) >= 0.6 * len(got)
+    check_on_interp(draws[0], wl)
