@@ -124,9 +124,9 @@ def try_emit(gen, s: For) -> bool:
     return True
 
 
-def _emit_square(gen, s: For, tile, first: ir.Value, nontemporal: bool) -> None:
+def _emit_square(gen, s: For, tile, first: ir.Value, nontemporal: bool, mask=None) -> None:
     """The square with its vector lanes starting at ``first`` (an i64: 0, or a shift
-    to a whole register), loads, shuffles and stores."""
+    to a whole register), loads, shuffles and stores (of the lanes in ``mask``)."""
     inner, store, reads = tile
     n, u, v = s.extent, s.var.name, inner.var.name
     columns = {ld: [] for ld in reads}
@@ -141,8 +141,12 @@ def _emit_square(gen, s: For, tile, first: ir.Value, nontemporal: bool) -> None:
         columns[ld] = transpose_rows(gen.b, rows)
     for j in range(n):
         ex = _ColumnEmitter(gen.st, v, n, {ld: cols[j] for ld, cols in columns.items()})
-        gen.with_var(u, ir.Constant(I64, j), lambda: gen.with_var(
-            v, first, lambda: gen.store(store, ex, nontemporal=nontemporal)))
+        saved, gen.mask = gen.mask, mask
+        try:
+            gen.with_var(u, ir.Constant(I64, j), lambda: gen.with_var(
+                v, first, lambda: gen.store(store, ex, nontemporal=nontemporal)))
+        finally:
+            gen.mask = saved
 
 
 def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
@@ -150,9 +154,9 @@ def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
     whole register (numpy's large arrays start 16 bytes past one), so every square
     is moved ``e`` lanes right, to where the output's lines begin, reading the rows
     of the input that those columns need: the squares then store whole aligned
-    lines. The last square of a row (which would run past it) and a first one at
-    the row's start (the ``e`` lanes left of the first moved square) store the same
-    values as ordinary stores, unmoved; an output whose start is not a whole element
+    lines. The last square of a row (which would run past it) stores unmoved, with
+    ordinary masked stores, its lanes past the moved squares, and the row's first
+    square the ``e`` lanes before them; an output whose start is not a whole element
     keeps ordinary stores everywhere. ``cols``: the loop variables of the square's
     column (their values 0 give the row's first square)."""
     inner, store, _ = tile
@@ -173,21 +177,37 @@ def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
     gen.with_var(inner.var.name, ir.Constant(I64, 0), col)
     fits = b.icmp_signed("<=", b.add(b.add(first_col, shift), ir.Constant(I64, n)),
                          ir.Constant(I64, width))
+    whole_bb = b.append_basic_block(f"{s.var.name}_whole_elements")
     moved_bb = b.append_basic_block(f"{s.var.name}_streamed")
     edge_bb = b.append_basic_block(f"{s.var.name}_row_edge")
+    plain_bb = b.append_basic_block(f"{s.var.name}_unaligned")
     done_bb = b.append_basic_block(f"{s.var.name}_square_done")
-    b.cbranch(b.and_(whole, fits), moved_bb, edge_bb)
+    b.cbranch(whole, whole_bb, plain_bb)
+    b.position_at_end(whole_bb)
+    b.cbranch(fits, moved_bb, edge_bb)
     b.position_at_end(moved_bb)
     _emit_square(gen, s, tile, shift, nontemporal=True)
     b.branch(done_bb)
+    # the row's last square stores the lanes past the moved ones, its first square the
+    # lanes before them: no line is written both streaming and cached (a cached line
+    # that a streaming store then writes is flushed, slow)
     b.position_at_end(edge_bb)
-    _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
+    vt = ir.VectorType(I64, n)
+    iota = ir.Constant(vt, list(range(n)))
+    at = b.shuffle_vector(b.insert_element(ir.Constant(vt, None), shift, ir.Constant(I32, 0)),
+                          ir.Constant(vt, None), ir.Constant(ir.VectorType(I32, n), [0] * n))
+    _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False,
+                 mask=b.icmp_unsigned(">=", iota, at))
+    head_mask = b.icmp_unsigned("<", iota, at)
 
     def head(rest):
         if not rest:
-            _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
+            _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False, mask=head_mask)
             return
         gen.with_var(rest[0], ir.Constant(I64, 0), lambda: head(rest[1:]))
     head(list(cols))
+    b.branch(done_bb)
+    b.position_at_end(plain_bb)
+    _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
     b.branch(done_bb)
     b.position_at_end(done_bb)

@@ -11,7 +11,8 @@ What decides their speed is how they walk memory:
 - transpose (the read and the write are contiguous along different loops): both loops
   tiled (sampled tile sizes) so that a tile's input and output lines stay in cache, the
   inner loop vectorized along the contiguous dimension of the write (the reads gather) or
-  of the read (the writes scatter), or the input tile first copied into a local buffer
+  of the read (the writes scatter; these two only where no register square fits),
+  or the input tile first copied into a local buffer
   (contiguous vector loads) and gathered from there, or (``register``) the write's
   vector loop under an unrolled loop of as many rows, a square of one register per
   row that the LLVM backend loads with contiguous vectors and transposes with
@@ -81,13 +82,19 @@ class MemoryBoundTiling(ScheduleRule):
     the most vector accumulators of a row reduction; ``prefetch_rows``: the most rows
     ahead that a pass of a row-wise chain samples to prefetch (0: no prefetch);
     ``streaming_stores``: register transposes sample streaming stores (the parallel
-    loop annotated ``streaming_store``, ``backends/llvm/streaming.py``) or not."""
+    loop annotated ``streaming_store``, ``backends/llvm/streaming.py``) or not;
+    ``min_stream_tile``, ``max_stream_tile``: the range of the sampled tile sides of
+    the unstaged register transpose (whose streaming stores favour long runs of each
+    input row)."""
 
     def __init__(self, max_tile: int = 128, max_unroll: int = 8, stage_transpose: bool = True,
                  min_bytes: int | None = None, register_transpose: bool = True,
                  max_accumulators: int = 8, prefetch_rows: int = 2,
-                 streaming_stores: bool = True):
+                 streaming_stores: bool = True, min_stream_tile: int = 128,
+                 max_stream_tile: int = 512):
         self.max_tile = max_tile
+        self.min_stream_tile = min_stream_tile
+        self.max_stream_tile = max_stream_tile
         self.streaming_stores = streaming_stores
         self.prefetch_rows = prefetch_rows
         self.max_unroll = max_unroll
@@ -282,11 +289,23 @@ class MemoryBoundTiling(ScheduleRule):
         variants = ["write", "read"] + (["stage"] if self.stage_transpose else [])
         if self.register_transpose and min(loops[-1].extent,
                                            loops[names.index(read_loop)].extent) >= lanes:
-            variants.insert(0, "register")
-            if self.stage_transpose:
-                variants.insert(1, "stage register")
+            # the squares in registers replace the gathers (write) and the scatters
+            # (read), 2.4-3.8x slower than them: fewer sketches for the search to try
+            variants = ["register"] + (["stage register", "stage"] if self.stage_transpose
+                                       else [])
         return [self._transpose_variant(sch.copy(), name, names.index(read_loop), variant,
                                         lanes) for variant in variants]
+
+    def _stream_tile(self, s, loop, lanes: int):
+        """A sampled tile of ``loop`` (a loop over squares or vectors of ``lanes``): a
+        divisor of its extent making tiles of ``min_stream_tile`` to ``max_stream_tile``
+        elements (the divisors up to the maximum where none is that large)."""
+        extent = A.loop_node(s, loop).extent
+        lo, hi = max(1, self.min_stream_tile // lanes), max(1, self.max_stream_tile // lanes)
+        divs = [d for d in range(1, min(extent, hi) + 1) if extent % d == 0]
+        pick = [d for d in divs if d >= lo] or divs
+        return pick[0] if len(pick) == 1 else s.sample_categorical(
+            pick, [1.0 / len(pick)] * len(pick))
 
     def _transpose_variant(self, s, name: str, read_at: int, variant: str, lanes: int):
         """One tiled transpose: the loop along the write's (or, ``read``, the read's) last
@@ -305,13 +324,20 @@ class MemoryBoundTiling(ScheduleRule):
         square = None
         if variant in ("register", "stage register"):
             tile_lp, square = s.split(tile_lp, [None, lanes])
-        t_outer, t_inner = s.split(tile_lp, s.sample_perfect_tile(
-            tile_lp, n=2, max_innermost_factor=max(1, self.max_tile // (lanes if square
-                                                                        else 1))))
+        if variant == "register":
+            # the unstaged register form (the streaming one) samples tiles of
+            # min_stream_tile to max_stream_tile elements a side: with streaming
+            # stores, 128-512 a side ran at 82-98% of copy, 64 x 64 at 62-65%
+            t_outer, t_inner = s.split(tile_lp, [None, self._stream_tile(s, tile_lp, lanes)])
+        else:
+            t_outer, t_inner = s.split(tile_lp, s.sample_perfect_tile(
+                tile_lp, n=2, max_innermost_factor=max(1, self.max_tile // (lanes if square
+                                                                            else 1))))
         inner = [square, vv] if square is not None else [vv]
         if vo is not None:
-            v_outer, v_mid = s.split(vo, s.sample_perfect_tile(
-                vo, n=2, max_innermost_factor=max(1, self.max_tile // lanes)))
+            v_outer, v_mid = s.split(vo, [None, self._stream_tile(s, vo, lanes)]) \
+                if variant == "register" else s.split(vo, s.sample_perfect_tile(
+                    vo, n=2, max_innermost_factor=max(1, self.max_tile // lanes)))
             s.reorder(*others, t_outer, v_outer, t_inner, v_mid, *inner)
             tile_top = v_outer
         else:
@@ -323,7 +349,7 @@ class MemoryBoundTiling(ScheduleRule):
         par = self._parallel_outer(s, others + [t_outer])
         if square is not None and par is not None and self.streaming_stores:
             # streaming stores (whole lines, no read for ownership), or ordinary ones
-            s.annotate(par, STREAMING, s.sample_categorical([0, 1], [0.5, 0.5]))
+            s.annotate(par, STREAMING, s.sample_categorical([0, 1], [0.25, 0.75]))
         if variant in ("stage", "stage register"):
             c = s.cache_read(b, _read_index(s.func, name), "local")
             s.compute_at(c, tile_top)
