@@ -18,11 +18,14 @@ What decides their speed is how they walk memory:
   row that the LLVM backend loads with contiguous vectors and transposes with
   shuffles, or (``stage register``) both: the tile copied first with long contiguous
   row reads that the hardware prefetchers follow, its squares transposed in
-  registers from the copy in L1; parallel outer tiles; the register forms sample
-  streaming stores on their parallel loop (``backends/llvm/streaming.py``: whole
-  output lines written without reading them first, the squares moved to the
-  output's line starts; 43-49% -> 65-83% of copy in one process on the session-10
-  Intel Xeon, tiles of 64 x 64);
+  registers from the copy in L1; parallel outer tiles. The unstaged register form
+  samples streaming stores on its parallel loop (``backends/llvm/streaming.py``:
+  whole output lines written without reading them first, the squares moved to the
+  output's line starts) and tiles of 128-512 a side; with streaming on offer it
+  replaces the staged register form and the gather and scatter sketches (session-10
+  Intel Xeon, one thread, one process, 256 x 128 tiles: 4096 x 1024 39-46% -> 68-76%
+  of copy, 1024 x 1024 49-52% -> 58-59% with numpy's output 16-48 bytes past a line,
+  65% -> 69-80% with it on one);
 - row reduction (the innermost reduction loop contiguous): the reduction split into
   a sampled 2, 4 or 8 vectors of lanes (as many as fit four times in the row; one
   only where two do not) and ``rfactor``-ed on them, so each row
@@ -54,7 +57,9 @@ of the same array, row sum 81-144%, layer norm 41-102%, softmax 24-54%, transpos
 reciprocal, prefetch, accumulator and staged register changes; two windows, load 2-8)
 elementwise 82-101%, row sum 85-101%, layer norm 81-97%, softmax 72-88% (37-55%
 before), transpose 51-69% (50-63% before); 1.3-3.1x PyTorch except row sum, where
-PyTorch too runs at copy speed (0.88-1.36x). See the benchmark's docstring for
+PyTorch too runs at copy speed (0.88-1.36x). Session 10 (same host, load 1-2, one
+thread, 32 trials): transposes 59-62% (1024 x 1024) and 64-70% (4096 x 1024) of copy
+with streaming stores, 2.0-3.1x PyTorch. See the benchmark's docstring for
 before/after and what each change was worth.
 """
 from __future__ import annotations
