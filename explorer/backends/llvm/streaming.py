@@ -34,6 +34,8 @@ leaves the cache, so a consumer that reads it soon reads memory.
 """
 from __future__ import annotations
 
+import functools
+
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
@@ -62,6 +64,7 @@ def enabled(loop) -> bool:
     return bool(v) and _x86()
 
 
+@functools.lru_cache(maxsize=None)
 def _x86() -> bool:
     return llvm.get_process_triple().split("-")[0] in ("x86_64", "i386", "i686")
 
