@@ -84,6 +84,30 @@ def test_overlapping_output_is_refused_shared_inputs_are_fine():
     np.testing.assert_array_equal(z, 3 * x)
 
 
+def test_a_bound_call_checks_once_and_runs_the_kernel_on_its_arrays():
+    """``bind`` (the timing loops' call) takes the pointers once; it must give what a
+    checked call gives, aligned or not, and refuse what a checked call refuses."""
+    kern = build(axpy(), "llvm")
+    x, y = np.arange(64, dtype=np.float32), np.full(64, 3, np.float32)
+    z = np.zeros(64, np.float32)
+    call = kern.bind(x, y, z)
+    x[:] = np.arange(64)[::-1]          # the call reads the arrays' memory when it runs
+    for _ in range(2):
+        call()
+        np.testing.assert_array_equal(z, 2 * x + 3)
+    raw = np.zeros(3 * 65, np.float32)
+    mx, my, mz = raw[1:65], raw[66:130], raw[131:195]   # 4 bytes past 16-byte alignment
+    mx[:], my[:] = np.arange(64), 1
+    kern.bind(mx, my, mz)()
+    np.testing.assert_array_equal(mz, 2 * np.arange(64) + 1)
+    with pytest.raises(ArgumentError, match="share memory"):
+        kern.bind(x, y, x)
+    with pytest.raises(ArgumentError, match="dtype"):
+        kern.bind(np.ones(64), y, z)
+    with pytest.raises(ArgumentError, match="takes 3 arrays"):
+        kern.bind(x, y)
+
+
 def test_wrong_arguments_are_checked_by_the_base_class():
     kern = build(axpy(), "llvm")
     with pytest.raises(ArgumentError, match="dtype"):
