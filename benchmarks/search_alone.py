@@ -115,6 +115,11 @@ the expert (2 threads, 15 rounds, x the expert): alone 1.12-1.19 (median 1.17), 
 alone 1.10-1.16, seeded 1.11-1.16. Session 9's seeded best (k = [2, 1, 2, 32], p = [1, 28,
 1, 1], q = [1, 2, 2, 7], rc = [2, 64]) timed at 0.99 of the expert here: its 1.36 was
 the load's.
+gemm-1024 in one process (2 threads, 15 rounds, load 1.8, x the expert): the two seeded
+runs above 1.04 and 1.05, five runs alone 0.97-1.09 (the 0.97 is seed 1's best above, a
+4 x 64 tile with a 1 MiB panel, half this L2); three seeds alone with panels kept within a
+quarter of the L2 instead of half (``PANEL_SHARE`` 0.25) gave 0.99-1.10 against
+1.02-1.09: no change made.
 """
 from __future__ import annotations
 
