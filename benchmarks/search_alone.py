@@ -120,6 +120,13 @@ runs above 1.04 and 1.05, five runs alone 0.97-1.09 (the 0.97 is seed 1's best a
 4 x 64 tile with a 1 MiB panel, half this L2); three seeds alone with panels kept within a
 quarter of the L2 instead of half (``PANEL_SHARE`` 0.25) gave 0.99-1.10 against
 1.02-1.09: no change made.
+qkv_out_proj, seed 2 of the same command: alone / seeded 0.84 (alone's best tiles the
+rows [1, 2, 16, 4] where the others have [1, 32, 1, 4]). In one process (2 threads, 15
+rounds, load 1.1-1.6, x the expert) four seeds alone gave 1.05-1.12 (median 1.09), two
+seeded 1.09; before the cap alone 1.03-1.08, seeded 1.13-1.14 (an 8 x 48 tile of 24
+accumulators, which the cap now draws less often). Capping instead at the registers less
+an eighth (28 of 32 with the operands: 8 x 48 fits, C6's 14 x 32 does not) measured alone
+1.03-1.10, seeded 1.05-1.06 (qkv) and C6 alone 1.13-1.15 against 1.10-1.15: not kept.
 """
 from __future__ import annotations
 
