@@ -45,6 +45,7 @@ from ..ir.stmt import PrimFunc
 from ..schedule.tree import find_block
 from . import analysis as A
 from .design_space import DesignSpace
+from .register_tiles import max_accumulators
 from .replay import producers_of
 from .rules.multi_level_tiling import padded_extent
 
@@ -133,7 +134,8 @@ class _Budget:
     @staticmethod
     def of(target) -> "_Budget":
         regs = target.vector_registers
-        return _Budget(target.vector_lanes, min(16, regs - OPERAND_REGISTERS), regs * 3 // 4)
+        return _Budget(target.vector_lanes, min(16, regs - OPERAND_REGISTERS),
+                       max_accumulators(regs))
 
     def pad(self, extent: int) -> int:
         return padded_extent(extent, self.lanes, 64)

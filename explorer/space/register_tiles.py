@@ -13,12 +13,16 @@ reduction loop around it when they fit. A tile is fast when
   factors, are enough to hide the fused multiply-add latency (at least a quarter of the
   vector registers) and leave registers for the operands of one reduction step: a row
   of ``ceil(vector factor / lanes)`` vector loads and one broadcast (the rest), and are
-  at most ``MAX_ACCUMULATORS`` (16, the budget the expert schedule measured on AVX-512;
-  AVX2's 16 registers leave fewer after the operands). Measured on ResNet-18 C6 (the
-  434 distinct candidates of eight 64-trial runs, timed again on one core of the
-  2-core Xeon, median GFLOP/s): 8 accumulators 129, 14 132, 16 126, 28 99 (115 of the
-  434, a quarter of the budget spent on a tile that spills or reloads); the fastest
-  candidates of each size 150, 165, 166, 151.
+  at most three quarters of the vector registers (``max_accumulators``: 24 of
+  AVX-512's 32, 12 of AVX2's 16; the expert schedule's gemm tile takes the same budget).
+  Measured on ResNet-18 C6 (the 434 distinct candidates of eight 64-trial runs, timed
+  again on one core of the 2-core Xeon, median GFLOP/s): 8 accumulators 129, 14 132,
+  16 126, 28 99 (115 of the 434, a quarter of the budget spent on a tile that spills
+  or reloads); the fastest candidates of each size 150, 165, 166, 151. A cap of 16
+  also kept the search from BERT's 8 x 48 gemm tile (24 accumulators, 3 B vectors and
+  a broadcast: 28 registers), which the expert measured faster than 4 x 64 (one core,
+  128x768x768: 0.88 -> 0.97x PyTorch), and search alone reached 0.88 of the seeded
+  run on it; with three quarters, 28 accumulators stay out and 24 come in.
 
 Every perfect tiling equally likely (``sample_perfect_tile``) puts a few percent of the
 draws there: gemm 1024^3 has 266 tilings of each spatial loop, and the hand-written
@@ -61,7 +65,13 @@ from ..schedule.tree import find_block
 from . import analysis as A
 
 FIT_SHARE = 0.8         # share of the draws conditioned on a fitting register tile
-MAX_ACCUMULATORS = 16   # vector accumulators a register tile may hold (module docstring)
+ACCUMULATOR_SHARE = 0.75   # of the vector registers, the most a register tile's accumulators use
+
+
+def max_accumulators(registers: int) -> int:
+    """The most vector accumulators a register tile may hold on a target of ``registers``
+    vector registers (module docstring): 24 of 32, 12 of 16."""
+    return int(registers * ACCUMULATOR_SHARE)
 DRAWS = 256             # draws per tiled block before giving up the condition
 _BYTES = {"float32": 4, "float64": 8, "float16": 2, "int32": 4, "int8": 1}
 _SKETCH_TILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -129,7 +139,7 @@ class RegisterTile:
             return False
         operands = -(-vec // self.lanes) + 1     # a row of vector loads, one broadcast
         return (self.low <= self.accumulators(decisions)
-                <= min(MAX_ACCUMULATORS, self.high - operands)
+                <= min(max_accumulators(self.high), self.high - operands)
                 and all(p.fits(decisions) for p in self.panels) and self.parallel(decisions))
 
 
