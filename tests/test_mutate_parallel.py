@@ -9,7 +9,7 @@ from explorer.schedule.tree import block_names
 from explorer.space import DesignSpace
 from explorer.space import analysis as A
 from explorer.space.mutators import MutateParallel
-from explorer.space.mutators.parallel import _prefix_products, _tasks
+from explorer.space.mutators.parallel import _plans, _prefix_products, _tasks
 from explorer.space.register_tiles import register_tiles
 from explorer.space.replay import replay
 from explorer.space.validate import check_on_interp
@@ -42,6 +42,10 @@ def _limits(wl, trace):
     return sch.func, blocks, limits
 
 
+def _tasks_under(func, blocks, limit) -> int:
+    return _tasks(func, blocks, _plans(func, blocks, limit))
+
+
 def _limit_of(trace):
     return next(ins.inputs[2] for ins in trace.insts
                 if ins.kind == "annotate" and ins.inputs[1] == A.PARALLEL)
@@ -50,14 +54,14 @@ def _limit_of(trace):
 def test_no_limit_leaves_cores_idle_while_another_fills_them():
     wl, space, trace = _parent(FOUR)
     func, blocks, limits = _limits(wl, trace)
-    few = [v for v in limits if _tasks(func, blocks, v) < 4]
+    few = [v for v in limits if _tasks_under(func, blocks, v) < 4]
     assert few, "the parent must offer a limit with fewer tasks than cores"
     m = MutateParallel()
     m.initialize(FOUR)
     rng = random.Random(0)
     got = {_limit_of(m.apply(trace, rng, wl)) for _ in range(40)}
     assert got and not got & set(few)
-    assert all(_tasks(func, blocks, v) >= 4 for v in got)
+    assert all(_tasks_under(func, blocks, v) >= 4 for v in got)
     child = space.apply(m.apply(trace, rng, wl))
     assert child is not None, space.last_error
     check_on_interp(child, wl)
@@ -70,5 +74,5 @@ def test_one_core_keeps_the_limits_with_few_tasks():
     m.initialize(ONE)
     rng = random.Random(0)
     got = {_limit_of(m.apply(trace, rng, wl)) for _ in range(60)}
-    assert got & {v for v in limits if _tasks(func, blocks, v) < 4}
+    assert got & {v for v in limits if _tasks_under(func, blocks, v) < 4}
     assert _limit_of(trace) not in got

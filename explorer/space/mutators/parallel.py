@@ -33,9 +33,10 @@ class MutateParallel(Mutator):
                   if A.PARALLEL in A.block_annotations(sch.func, n)]
         limits = sorted({p for n in blocks for p in _prefix_products(sch.func, n)})
         plan = _plans(sch.func, blocks, current)
-        others = [v for v in limits if _plans(sch.func, blocks, v) != plan]
+        plans = {v: _plans(sch.func, blocks, v) for v in limits}
+        others = [v for v in limits if plans[v] != plan]
         cores = getattr(self.target, "num_cores", 1) or 1
-        wide = [v for v in others if _tasks(sch.func, blocks, v) >= cores]
+        wide = [v for v in others if _tasks(sch.func, blocks, plans[v]) >= cores]
         others = wide or others
         if not others:
             return None
@@ -57,12 +58,11 @@ def _prefix_products(func, block: str) -> list:
     return out[:-1] if len(out) > 1 else []
 
 
-def _tasks(func, blocks: list, limit) -> int:
-    """The fewest parallel iterations a block gets under ``limit`` (1: serial)."""
+def _tasks(func, blocks: list, plan: tuple) -> int:
+    """The fewest parallel iterations a block gets under a limit whose ``plan``
+    (``_plans``: the loops each block fuses into its parallel loop) is given; 1: serial."""
     out = None
-    for b in blocks:
-        n_par = plan_parallel_vectorize(func, b, limit,
-                                        A.block_annotations(func, b).get(A.VECTORIZE))[0]
+    for b, n_par in zip(blocks, plan):
         _, loops = A.realize_of(func, b)
         prod = 1
         for lp in loops[:max(0, n_par)]:
