@@ -3,11 +3,14 @@ short mode (``EXPLORER_SHORT=1``): every ``notebooks/0*.ipynb`` ends without an 
 output and with its pictures; lessons 01-03 also show what the host computes."""
 from __future__ import annotations
 
+import atexit
 import base64
 import functools
 import os
 import re
+import shutil
 import struct
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +28,10 @@ LESSONS = sorted(NOTEBOOKS.glob("0*.ipynb"))
 WIDGET = "application/vnd.jupyter.widget-view+json"
 SECONDS = 180      # short mode aims at ~60 s on an idle 2-core machine; this is the alarm
 HOST = Target("llvm")
+# The lessons keep their databases in the temp directory for the reader to open; the kernels
+# the tests start get a temp directory of their own, removed when the tests end.
+KERNEL_TMP = tempfile.mkdtemp(prefix="explorer_lessons_")
+atexit.register(shutil.rmtree, KERNEL_TMP, True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,7 +40,8 @@ def executed(name: str):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
                                      resources={"metadata": {"path": str(NOTEBOOKS)}})
-    env = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", "EXPLORER_SHORT": "1"}
+    env = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", "EXPLORER_SHORT": "1",
+           "TMPDIR": KERNEL_TMP}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
