@@ -1,0 +1,334 @@
+"""Our search alone against TVM MetaSchedule, both tuned and timed on this machine in one run.
+
+Issue 17's anchor: the search alone (no expert seed, ``seed_expert=False``, ``explorer
+tune --no-expert-seed``) at 64 trials against TVM MetaSchedule 0.27 at 64 trials
+(``tune_tir``, 32 candidates a round) should reach >= 3x its kernel speed in <= 1/5 of
+its wall time, on gemm 1024^3 and ResNet-18's C2 (conv2d NCHW, batch 1, 56 x 56, 64 -> 64
+channels, 3 x 3, stride 1, pad 1). For each case, in one process::
+
+ 1. our search alone tunes ``--trials`` trials (``search_alone.tune``), wall time measured;
+ 2. MetaSchedule's ``tune_tir`` tunes the same number of trials (in a temporary work
+    directory) on the same operator, written below with ``tvm.te``, wall time measured;
+ 3. both best kernels and numpy (a yardstick) are timed in ``--rounds`` interleaved
+    rounds (each round times each once, in a rotated order; medians) on the same inputs
+    (``explorer.measure.check.Reference``), every output checked against numpy;
+
+then a table: GFLOP/s of each, our speed / MetaSchedule's, our tuning wall time /
+MetaSchedule's, the CPU, the trial counts, and pass or fail against 3x and 1/5. Our
+kernels and numpy run in worker processes of their own (``explorer bench``'s); the
+MetaSchedule kernel runs in this process through ``time_evaluator``, with the same
+settling pause after it as after a library call. ``TVM_NUM_THREADS`` is set to
+``--threads`` (MetaSchedule's runner and the final timing); our target gets
+``num_cores = --threads``; MetaSchedule's target is ``{"kind": "llvm", "mcpu": <our
+target's mcpu, LLVM's name of this CPU>, "num-cores": --threads}``.
+
+TVM is not a dependency of this project: run the script in a virtual environment of its
+own that has both, e.g.::
+
+    python3 -m venv tvmvenv
+    tvmvenv/bin/pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 \\
+        xgboost psutil cloudpickle tornado scipy
+    tvmvenv/bin/pip install -e .          # this repository
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \\
+        tvmvenv/bin/python benchmarks/metaschedule_anchor.py            # gemm-1024 and C2
+    tvmvenv/bin/python benchmarks/metaschedule_anchor.py --cases gemm-256 --trials 8
+
+(the apache-tvm-ffi pin matters: newer releases crash in ``tune_tir`` with TVM 0.27.)
+Without TVM the script says so in one line and exits with status 2. Each case takes
+MetaSchedule about 5 minutes at 64 trials on 2 cores, and loads both: run it on a
+quiet machine, one benchmark at a time. ``gemm-N`` (gemm N^3) is there to check the
+script quickly at a small size; the issue's figures are gemm-1024 and C2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+
+import search_alone  # noqa: E402  (this directory: how our search alone is driven)
+from explorer import ops  # noqa: E402
+from explorer.cli import bench  # noqa: E402
+from explorer.errors import ExplorerError, MeasureError  # noqa: E402
+from explorer.measure.check import Reference  # noqa: E402
+from explorer.measure.result import MeasureResult  # noqa: E402
+from explorer.schedule import Trace  # noqa: E402
+from explorer.space import DesignSpace  # noqa: E402
+from explorer.target import Target  # noqa: E402
+
+SPEED_TARGET = 3.0        # our kernel >= 3x MetaSchedule's GFLOP/s ...
+WALL_TARGET = 0.2         # ... in <= 1/5 of its tuning wall time (issue 17)
+MS_TRIALS_PER_ROUND = 32
+MS_SEED = 42              # the seed of the recipe the issue's figures came from
+CASE_HELP = ("gemm-1024 (gemm 1024^3; gemm-N for N^3, e.g. gemm-256 to check the script) "
+             "and C2 (ResNet-18 conv2d NCHW 1 x 64 x 56 x 56, 64 filters 3 x 3, stride 1, "
+             "pad 1)")
+NO_TVM = ("TVM is not importable here: run this script in a virtual environment of its own "
+          "with pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 xgboost "
+          "psutil cloudpickle tornado scipy, then pip install -e of this repository (the "
+          "script's docstring has the recipe)")
+
+
+def case_workload(name: str):
+    """The workload of a case name: ``gemm-N`` or ``C2``; ExplorerError listing them."""
+    m = re.fullmatch(r"gemm-([1-9][0-9]*)", name)
+    if m:
+        n = int(m[1])
+        return ops.gemm(n, n, n)
+    if name == "C2":
+        return search_alone.workload("C2")
+    raise ExplorerError(f"unknown case {name!r}: the cases are {CASE_HELP}")
+
+
+def import_tvm():
+    """(tvm, meta_schedule), or None when TVM 0.27 is not importable."""
+    try:
+        import tvm
+        from tvm.s_tir import meta_schedule as ms
+    except ImportError:
+        return None
+    return tvm, ms
+
+
+# ------------------------------------------------------------------ MetaSchedule
+
+def tvm_prim_func(tvm, wl):
+    """The case's operator written with ``tvm.te`` (as ``explorer.ops`` writes it:
+    parameters in the same order), as a PrimFunc."""
+    te, p, dt = tvm.te, dict(wl.params), wl.dtype
+    if wl.name == "gemm" and not (p["transpose_a"] or p["transpose_b"]):
+        M, N, K = p["M"], p["N"], p["K"]
+        A, B = te.placeholder((M, K), dt, "A"), te.placeholder((K, N), dt, "B")
+        k = te.reduce_axis((0, K), "k")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), "C")
+        return te.create_prim_func([A, B, C])
+    if wl.name == "conv2d" and p["layout"] == "NCHW":
+        return _conv2d_nchw(tvm, p, dt)
+    raise ExplorerError(f"no tvm.te definition of {wl.key}: the cases are {CASE_HELP}")
+
+
+def _pair(v) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def _conv2d_nchw(tvm, p: dict, dt: str):
+    te = tvm.te
+    N, C, H, W, K, R, S = (p[c] for c in "NCHWKRS")
+    (sh, sw), (ph, pw), (dh, dw) = (_pair(p[k]) for k in ("stride", "padding", "dilation"))
+    P = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
+    Q = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+    X, Wt = te.placeholder((N, C, H, W), dt, "X"), te.placeholder((K, C, R, S), dt, "W")
+    Xp = te.compute((N, C, H + 2 * ph, W + 2 * pw), lambda n, c, h, w: te.if_then_else(
+        te.all(h >= ph, h < H + ph, w >= pw, w < W + pw), X[n, c, h - ph, w - pw],
+        te.const(0, dt)), "pad")
+    rc, ry, rx = (te.reduce_axis((0, e), n) for e, n in ((C, "rc"), (R, "ry"), (S, "rx")))
+    conv = te.compute((N, K, P, Q), lambda n, k, y, x: te.sum(
+        Xp[n, rc, y * sh + ry * dh, x * sw + rx * dw] * Wt[k, rc, ry, rx], axis=[rc, ry, rx]),
+        "conv")
+    return te.create_prim_func([X, Wt, conv])
+
+
+def ms_target(tvm, target: Target, threads: int):
+    return tvm.target.Target({"kind": "llvm", "mcpu": target.mcpu, "num-cores": threads})
+
+
+def tune_metaschedule(tvm, ms, wl, target, trials: int, seed: int) -> dict:
+    """``tune_tir`` for ``trials`` trials in a temporary work directory (tuning wall time
+    measured), then the best schedule compiled."""
+    mod = tvm.IRModule({"main": tvm_prim_func(tvm, wl)})
+    with tempfile.TemporaryDirectory(prefix="metaschedule_anchor_") as work_dir:
+        t0 = time.perf_counter()
+        db = ms.tune_tir(mod, target, work_dir=work_dir, max_trials_global=trials,
+                         num_trials_per_iter=MS_TRIALS_PER_ROUND, seed=seed)
+        wall = time.perf_counter() - t0
+        records = list(db.get_all_tuning_records())
+        sch = ms.tir_integration.compile_tir(db, mod, target)
+    secs = [sum(map(float, r.run_secs)) / len(r.run_secs) for r in records if r.run_secs]
+    best = min((s for s in secs if s < 1e9), default=None)   # failed records hold 1e10
+    out = {"wall_secs": wall, "trials": len(records), "load_after": os.getloadavg()[0],
+           "best_gflops": wl.flops / best / 1e9 if best else None,
+           "trace": str(sch.trace) if sch is not None else None, "executable": None}
+    if sch is not None:
+        out["executable"] = tvm.compile(sch.mod, target=target)
+    return out
+
+
+class TVMKernel:
+    """The MetaSchedule kernel as a ``bench.Contender`` measure: one checked sample a call
+    (a warm-up call, then ``time_evaluator`` over at least ``min_repeat_secs``), on the
+    inputs our workers check against, its output poisoned (NaN) before each sample."""
+
+    def __init__(self, tvm, executable, wl, cfg):
+        self.ref = Reference(wl, cfg.seed)
+        dev = tvm.cpu(0)
+        self.fresh = self.ref.fresh_args()
+        self.args = [tvm.runtime.tensor(a, dev) for a in self.fresh]
+        self.n_in = len(self.ref.inputs)
+        self.func = executable.mod["main"]
+        self.timer = executable.mod.time_evaluator(
+            "main", dev, number=1, repeat=1, min_repeat_ms=max(1, int(cfg.min_repeat_secs * 1e3)))
+
+    def __call__(self) -> MeasureResult:
+        try:
+            for t, a in zip(self.args[self.n_in:], self.fresh[self.n_in:]):
+                t.copyfrom(a)
+            self.func(*self.args)
+            res = self.timer(*self.args)
+            outs = [t.numpy() for t in self.args[self.n_in:]]
+            err = self.ref.compare(list(self.ref.inputs) + outs)
+        except MeasureError as e:
+            return MeasureResult.failed(None, "wrong", str(e))
+        except Exception as e:      # a TVM runtime error: a failed row, not a crash
+            return MeasureResult.failed(None, "run", f"{type(e).__name__}: {e}")
+        return MeasureResult(None, tuple(float(s) for s in res.results), max_abs_error=err)
+
+
+# ------------------------------------------------------------------ the run
+
+def final_timing(b, wl, ours: dict, ms_run: dict, tvm, rounds: int) -> list:
+    """Our best kernel, MetaSchedule's and numpy, in interleaved rounds (medians)."""
+    space = DesignSpace(wl, b.target)
+    sch = space.apply(Trace.from_json(ours["trace"])) if ours["trace"] else None
+    rows = [b._ours("ours", wl, sch, "") if sch is not None else bench.Contender(
+        "ours", None, f"best trace does not replay: {space.last_error or 'no trace'}")]
+    ex = ms_run["executable"]
+    rows.append(bench.Contender("metaschedule", TVMKernel(tvm, ex, wl, b.cfg),
+                                settle=bench.SETTLE_SECS) if ex is not None else
+                bench.Contender("metaschedule", None, "tune_tir found no correct schedule"))
+    rows += [bench.Contender(impl, lambda p=pool, i=impl: bench.baseline_request(
+        p, i, wl, b.cfg, b.threads), settle=bench.SETTLE_SECS) for impl, pool in b.pools.items()]
+    live = [c for c in rows if c.measure is not None]
+    for r in range(rounds):
+        for c in live[r % len(live):] + live[:r % len(live)]:
+            c.step()
+    return [c.row(wl.flops) for c in rows]
+
+
+def _verdict(value, target, better) -> str:
+    if value is None:
+        return "n/a"
+    return "PASS" if better(value, target) else "FAIL"
+
+
+def summary(rows: list, ours: dict, ms_run: dict) -> dict:
+    """Speed and wall-time ratios (ours / MetaSchedule) and their pass/fail."""
+    g = {r["impl"]: r["gflops"] for r in rows}
+    speed = g["ours"] / g["metaschedule"] if g.get("ours") and g.get("metaschedule") else None
+    wall = (ours["wall_secs"] / ms_run["wall_secs"]
+            if ours.get("wall_secs") is not None and ms_run.get("wall_secs") else None)
+    return {"speed_ratio": speed, "wall_ratio": wall,
+            "speed": _verdict(speed, SPEED_TARGET, float.__ge__),
+            "wall": _verdict(wall, WALL_TARGET, float.__le__)}
+
+
+def _num(x, spec: str) -> str:
+    """``x`` formatted by ``spec``, or "-" as wide when it is None."""
+    return format(x, spec) if x is not None else "-".rjust(int(re.match(r"\d*", spec)[0] or 0))
+
+
+def format_case(name: str, cpu: str, threads: int, rounds: int, rows: list, ours: dict,
+                ms_run: dict) -> str:
+    """The table of one case (GFLOP/s, tuning wall time, trials, the ratios and targets)."""
+    runs = {"ours": ours, "metaschedule": ms_run}
+    label = {"ours": "ours (alone)", "metaschedule": "MetaSchedule"}
+    lines = [f"{name} on {cpu}, {threads} thread{'s' * (threads != 1)}: medians of "
+             f"{rounds} interleaved rounds",
+             f"  {'':14s} {'GFLOP/s':>9s} {'tuning s':>9s} {'trials':>7s}  "
+             f"{'max abs err':>11s}"]
+    for r in rows:
+        run = runs.get(r["impl"], {})
+        err = f"   {r['error_kind']}: {r['error']}" if r.get("error") else (
+            f"   {r['note']}" if r.get("note") and r.get("gflops") is None else "")
+        lines.append(f"  {label.get(r['impl'], r['impl']):14s} {_num(r['gflops'], '9.1f')} "
+                     f"{_num(run.get('wall_secs'), '9.1f')} {_num(run.get('trials'), '7d')}  "
+                     f"{_num(r.get('max_abs_error'), '11.2g')}{err}")
+    s = summary(rows, ours, ms_run)
+    lines.append(f"  ours / MetaSchedule: speed {_num(s['speed_ratio'], '.2f')}x "
+                 f"(target >= {SPEED_TARGET:g}x: {s['speed']}), tuning wall time "
+                 f"{_num(s['wall_ratio'], '.2f')} (target <= {WALL_TARGET:.2f}: {s['wall']})")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    """The checked arguments (argparse exits 2 with a message on bad ones)."""
+    default_threads = Target("llvm").num_cores or os.cpu_count() or 1
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", nargs="+", default=["gemm-1024", "C2"], help=CASE_HELP)
+    p.add_argument("--trials", type=int, default=64, help="trials for each tuner (64)")
+    p.add_argument("--seed", type=int, default=0, help="our search's seed (0)")
+    p.add_argument("--ms-seed", type=int, default=MS_SEED, help="MetaSchedule's seed (42)")
+    p.add_argument("--threads", type=int, default=default_threads,
+                   help=f"threads of every kernel and num-cores of both targets "
+                        f"({default_threads}: this machine's cores)")
+    p.add_argument("--rounds", type=int, default=11, help="interleaved final timing rounds")
+    p.add_argument("--json", default=None, help="also write the results to this file")
+    p.add_argument("--ms-log", action="store_true",
+                   help="show MetaSchedule's log on the console (kept quiet otherwise)")
+    args = p.parse_args(argv)
+    for name in ("trials", "threads", "rounds"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    try:
+        args.workloads = [(name, case_workload(name)) for name in args.cases]
+    except ExplorerError as e:
+        p.error(str(e))
+    return args
+
+
+def run_case(name, wl, args, target, b, tvm, ms) -> dict:
+    ours = search_alone.tune(wl, target, args.trials, args.seed, seeded=False)
+    print(f"{name} ours (alone): {ours['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
+          f"{ours['trials']} trials in {ours['wall_secs']:.1f} s, load {ours['load_after']:.1f}"
+          f"\n  best: {search_alone.shape_of(DesignSpace(wl, target), ours['trace'])}", flush=True)
+    ms_run = tune_metaschedule(tvm, ms, wl, ms_target(tvm, target, args.threads), args.trials,
+                               args.ms_seed)
+    print(f"{name} MetaSchedule: {ms_run['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
+          f"{ms_run['trials']} trials in {ms_run['wall_secs']:.1f} s, load "
+          f"{ms_run['load_after']:.1f}", flush=True)
+    rows = final_timing(b, wl, ours, ms_run, tvm, args.rounds)
+    print(format_case(name, target.mcpu, args.threads, args.rounds, rows, ours, ms_run)
+          + f"\n  load average {os.getloadavg()[0]:.1f}", flush=True)
+    ms_run = {k: v for k, v in ms_run.items() if k != "executable"}
+    return {"case": name, "key": wl.key, "ours": ours, "metaschedule": ms_run, "rows": rows,
+            "summary": summary(rows, ours, ms_run)}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)   # before TVM starts its thread pool
+    mods = import_tvm()
+    if mods is None:
+        print(NO_TVM, file=sys.stderr)
+        return 2
+    tvm, ms = mods
+    if not args.ms_log:
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    target = Target("llvm").with_(num_cores=args.threads)
+    print(f"# {target.describe()}; TVM {tvm.__version__}; {args.trials} trials each; load "
+          f"average at start {os.getloadavg()[0]:.1f}", flush=True)
+    b = bench.Bench(target, args.threads, args.rounds, torch=False)
+    report = {"target": target.describe(), "tvm": tvm.__version__, "trials": args.trials,
+              "seed": args.seed, "ms_seed": args.ms_seed, "threads": args.threads,
+              "load_start": os.getloadavg(), "cases": []}
+    try:
+        for name, wl in args.workloads:
+            report["cases"].append(run_case(name, wl, args, target, b, tvm, ms))
+    finally:
+        b.close()
+    report["load_end"] = os.getloadavg()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
