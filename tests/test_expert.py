@@ -169,7 +169,7 @@ def test_expert_gemm_takes_the_tile_with_the_most_accumulators(mcpu, tile):
     target = Target(f"llvm -mcpu={mcpu}")
     plan = _tile_plan(ops.gemm(128, 768, 768), target)
     assert (plan["i"][3], plan["j"][3]) == tile
-    assert (plan["i"][1], plan["j"][0]) == (128 // tile[0], 768 // tile[1])
+    assert (plan["i"][1] * plan["i"][2], plan["j"][0]) == (128 // tile[0], 768 // tile[1])
     if mcpu == "skylake-avx512":
         plan = _tile_plan(ops.gemm(1024, 1024, 1024), target)
         assert (plan["i"][3], plan["j"][3]) == (4, 64)
@@ -200,3 +200,32 @@ def test_expert_for_an_avx2_target_is_correct():
     args = wl.make_args(seed=0)
     build(sch, target)(*args)
     wl.check(args)
+
+
+@pytest.mark.parametrize("mcpu", ["host", "haswell"])
+def test_expert_packs_b_per_reduction_block_beyond_the_l2(mcpu):
+    """A gemm whose B is larger than the L2 and whose task tile (all rows x the register
+    tile's columns) fits the L1 with a packed 64-row block: the expert packs B per
+    reduction block (read cache at the k0 loop, all row blocks inside it), and the result
+    matches numpy; with an L2 that holds B, or a task tile beyond the L1, it packs per
+    task as before."""
+    from explorer.target import host
+    from explorer.space.expert import _tile_plan
+    if mcpu == "haswell" and "+avx2" not in host.host_cpu()[1].split(","):
+        pytest.skip("this host cannot run AVX2 code")
+    cpu = "" if mcpu == "host" else f" -mcpu={mcpu}"
+    small_l2 = Target(f"llvm{cpu} -l2-bytes=262144")
+    wl = ops.gemm(32, 192, 768)     # B 576 KB, 12 reduction blocks
+    plan = _tile_plan(wl, small_l2)
+    assert plan.get("_pack_level") == 3 and plan["i"][1] == 1, plan
+    sch = expert_schedule(wl, small_l2)
+    text = str(lower(sch.func))
+    lines = text.splitlines()
+    alloc = next(n for n, ln in enumerate(lines) if "B_global = alloc" in ln)
+    assert "for k_0 in" in lines[alloc - 1], text     # packed inside the reduction block
+    args = wl.make_args(seed=2)
+    build(sch, small_l2)(*args)
+    wl.check(args)
+    big_l2 = Target(f"llvm{cpu} -l2-bytes={8 << 20}")
+    assert "_pack_level" not in _tile_plan(wl, big_l2)
+    assert "_pack_level" not in _tile_plan(ops.gemm(1024, 1024, 1024), small_l2)

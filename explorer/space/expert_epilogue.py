@@ -62,7 +62,8 @@ def epilogue_trace(workload, target="llvm") -> Trace:
     plan = _tile_plan(main, target)
     plan.pop("_cache_level", None)    # the epilogue goes on the register tile, whatever
     packed = plan.pop("_packed", True)    # level the plain operator caches at
-    return _with_decisions(_epilogue_sketch(space, packed), space, plan)
+    pack_level = plan.pop("_pack_level", 1)
+    return _with_decisions(_epilogue_sketch(space, packed, pack_level), space, plan)
 
 
 def main_nest(workload):
@@ -73,12 +74,14 @@ def main_nest(workload):
     return ops.get(name, dtype=workload.dtype, **dict(workload.params))
 
 
-def _epilogue_sketch(space, packed: bool) -> Trace:
+def _epilogue_sketch(space, packed: bool, pack_level: int = 1) -> Trace:
     """The sketch with the epilogue fused at the register tile's level, with the packed
-    input where the space has one (a gemm's B panel), else without."""
+    input where the space has one (a gemm's B panel, at tile level ``pack_level``), else
+    without."""
     if packed:
         try:
-            return sketch_with_write_cache(space, EPILOGUE_LEVEL, packed=True)
+            return sketch_with_write_cache(space, EPILOGUE_LEVEL, packed=True,
+                                           pack_level=pack_level)
         except SpaceError:
             pass
     return sketch_with_write_cache(space, EPILOGUE_LEVEL, packed=False)

@@ -45,11 +45,14 @@ class ReuseConfig:
     without) or "must"; ``levels`` (1-based tile levels whose last loop holds the cache);
     storage ``scope``. For read caches, ``operands`` says which inputs: "all" (as
     MetaSchedule) or "vector" (only the input that feeds the vectorized output dimension
-    contiguously and is reused across rows: B of ``C[i, j] += A[i, k] * B[k, j]``)."""
+    contiguously and is reused across rows: B of ``C[i, j] += A[i, k] * B[k, j]``).
+    ``streamed_levels``: more levels, offered only for an input larger than the target's L2
+    (streamed from memory; see ``MultiLevelTiling.add_read_reuse``)."""
     req: str = "no"
     levels: tuple = ()
     scope: str = "global"
     operands: str = "all"
+    streamed_levels: tuple = ()
 
 
 @dataclass
@@ -222,7 +225,10 @@ class MultiLevelTiling(ScheduleRule):
         if not names:
             return [st]
         out = [st.copy()] if cfg.req == "may" else []
-        for level in cfg.levels:
+        levels = cfg.levels
+        if cfg.streamed_levels and self._streamed(st.sch.func, names):
+            levels = levels + tuple(lv for lv in cfg.streamed_levels if lv not in levels)
+        for level in levels:
             new = st.copy()
             sch = new.sch
             for name in names:
@@ -236,6 +242,22 @@ class MultiLevelTiling(ScheduleRule):
                     self._annotate_cooperative_fetch(sch, cache)
             out.append(new)
         return out
+
+    def _streamed(self, func, names) -> bool:
+        """Is every input of ``names`` larger than the target's L2? Such an input streams
+        from memory, and a copy per reduction block (the read cache at the ``k0`` loop, tile
+        level 3 of ``"SSRSRS"``) packs each block as the tile needs it, the copy overlapping
+        the multiply-adds of the block before, where a copy per task (level 1) is a phase
+        of its own (BERT-base's FFN GEMMs, one core: 1.06-1.12x; see
+        ``explorer.space.expert._block_pack``). Inputs within the L2 keep the sketches as
+        they were."""
+        import numpy as np
+        limit = getattr(self.target, "l2_bytes", 0) if self.target is not None else 0
+        if not limit:
+            return False
+        bufs = {b.name: b for b in func.params}
+        return all(n in bufs and np.prod(bufs[n].shape) * np.dtype(bufs[n].dtype).itemsize
+                   > limit for n in names)
 
     def _annotate_cooperative_fetch(self, sch, cache) -> None:
         dtype = find_block(sch.func, sch.get(cache))[0].block.body.buffer.dtype
