@@ -75,11 +75,34 @@ def test_sampled_row_chains_prefetch_from_one_pass_and_equal_numpy(target, op, M
 
 
 def test_single_blocks_sample_no_prefetch():
-    """Elementwise, row sum and transpose stream on their own: no prefetch decision."""
-    for op in ("elementwise", "row_sum", "transpose"):
+    """Elementwise and transpose stream on their own: no prefetch decision."""
+    for op in ("elementwise", "transpose"):
         for sch in DesignSpace(ops.get(op, M=96, N=160), TARGETS[0]).sample(3, seed=0):
             assert not any(isinstance(n, For) and n.annotation(KEY) is not None
                            for n, _ in walk_stmt(lower(sch).body)), op
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+@pytest.mark.parametrize("M,N", [(96, 160), (37, 1000)])
+def test_row_sum_alone_samples_prefetch_from_the_pass_that_reads_the_row(target, M, N):
+    """A row reduction alone samples 0, 1 or 2 rows ahead on its accumulating vector
+    loop (the one that reads A), and equals numpy with each."""
+    wl = ops.row_sum(M, N)
+    seen = set()
+    for sch in DesignSpace(wl, target).sample(8, seed=0):
+        func = lower(sch)
+        loops = [n for n, _ in walk_stmt(func.body)
+                 if isinstance(n, For) and n.annotation(KEY) is not None]
+        # the accumulators' initialization (decompose_reduction) keeps the annotation
+        ks = {n.annotation(KEY) for n in loops}
+        assert len(ks) == 1 and all(n.kind == "vectorized" for n in loops), func.script()
+        seen |= ks
+        kernel = build(sch, target)
+        assert (_prefetches(kernel) > 0) == bool(ks.pop())
+        args = wl.make_args(seed=1)
+        kernel(*args)
+        wl.check(args)
+    assert seen <= {0, 1, 2} and len(seen) > 1, seen
 
 
 @pytest.mark.parametrize("bad", [-1, 1 << 20, 1.5, "2", True])

@@ -206,9 +206,12 @@ class MemoryBoundTiling(ScheduleRule):
 
     def _prefetch_site(self, func, name: str) -> bool:
         """Does block ``name`` sample a software prefetch: a pass of a row-wise chain
-        (the function has more than one block) that reads a parameter of two or more
-        dimensions?"""
-        if not self.prefetch_rows or len(block_names(func)) < 2:
+        (the function has more than one block) or a row reduction alone, that reads a
+        parameter of two or more dimensions? (A row sum alone, 1024 x 1024 at two
+        threads, each thread's half as large as its L2: 35.8 -> 34.0-34.4 us fetching
+        one or two rows ahead; no change at one thread, from L3.)"""
+        if not self.prefetch_rows or (len(block_names(func)) < 2
+                                      and classify(func, name) != _ROW_REDUCE):
             return False
         params = {p.name for p in func.params}
         r, _ = find_block(func, name)
