@@ -139,25 +139,39 @@ def ms_target(tvm, target: Target, threads: int):
     return tvm.target.Target({"kind": "llvm", "mcpu": target.mcpu, "num-cores": threads})
 
 
-def tune_metaschedule(tvm, ms, wl, target, trials: int, seed: int) -> dict:
+def tune_metaschedule(tvm, ms, wl, target, trials: int, seed: int, quiet=True) -> dict:
     """``tune_tir`` for ``trials`` trials in a temporary work directory (tuning wall time
-    measured), then the best schedule compiled."""
+    measured), then the best schedule compiled; ``quiet``: its log in the work directory
+    only (what it prints on the console otherwise). A TVM error is kept as ``error``."""
+    if quiet:    # each tune_tir sets the console's level to its logger's (DEBUG after one)
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    out = {"wall_secs": None, "trials": 0, "best_gflops": None, "trace": None,
+           "executable": None, "error": None}
+    try:
+        _tune_tir(tvm, ms, wl, target, trials, seed, out)
+    except Exception as e:      # TVM's own errors: a failed row, the other cases go on
+        out["error"] = f"MetaSchedule failed: {type(e).__name__}: {e}"
+    out["load_after"] = os.getloadavg()[0]
+    return out
+
+
+def _tune_tir(tvm, ms, wl, target, trials: int, seed: int, out: dict) -> None:
     mod = tvm.IRModule({"main": tvm_prim_func(tvm, wl)})
     with tempfile.TemporaryDirectory(prefix="metaschedule_anchor_") as work_dir:
         t0 = time.perf_counter()
         db = ms.tune_tir(mod, target, work_dir=work_dir, max_trials_global=trials,
                          num_trials_per_iter=MS_TRIALS_PER_ROUND, seed=seed)
-        wall = time.perf_counter() - t0
+        out["wall_secs"] = time.perf_counter() - t0
         records = list(db.get_all_tuning_records())
         sch = ms.tir_integration.compile_tir(db, mod, target)
     secs = [sum(map(float, r.run_secs)) / len(r.run_secs) for r in records if r.run_secs]
     best = min((s for s in secs if s < 1e9), default=None)   # failed records hold 1e10
-    out = {"wall_secs": wall, "trials": len(records), "load_after": os.getloadavg()[0],
-           "best_gflops": wl.flops / best / 1e9 if best else None,
-           "trace": str(sch.trace) if sch is not None else None, "executable": None}
-    if sch is not None:
-        out["executable"] = tvm.compile(sch.mod, target=target)
-    return out
+    out.update(trials=len(records), best_gflops=wl.flops / best / 1e9 if best else None)
+    if sch is None:
+        out["error"] = "tune_tir found no correct schedule"
+        return
+    out["trace"] = str(sch.trace)
+    out["executable"] = tvm.compile(sch.mod, target=target)
 
 
 class TVMKernel:
@@ -201,7 +215,7 @@ def final_timing(b, wl, ours: dict, ms_run: dict, tvm, rounds: int) -> list:
     ex = ms_run["executable"]
     rows.append(bench.Contender("metaschedule", TVMKernel(tvm, ex, wl, b.cfg),
                                 settle=bench.SETTLE_SECS) if ex is not None else
-                bench.Contender("metaschedule", None, "tune_tir found no correct schedule"))
+                bench.Contender("metaschedule", None, ms_run["error"]))
     rows += [bench.Contender(impl, lambda p=pool, i=impl: bench.baseline_request(
         p, i, wl, b.cfg, b.threads), settle=bench.SETTLE_SECS) for impl, pool in b.pools.items()]
     live = [c for c in rows if c.measure is not None]
@@ -250,9 +264,9 @@ def format_case(name: str, cpu: str, threads: int, rounds: int, rows: list, ours
                      f"{_num(run.get('wall_secs'), '9.1f')} {_num(run.get('trials'), '7d')}  "
                      f"{_num(r.get('max_abs_error'), '11.2g')}{err}")
     s = summary(rows, ours, ms_run)
-    lines.append(f"  ours / MetaSchedule: speed {_num(s['speed_ratio'], '.2f')}x "
+    lines.append(f"  ours / MetaSchedule: speed {_num(s['speed_ratio'], '.3f')}x "
                  f"(target >= {SPEED_TARGET:g}x: {s['speed']}), tuning wall time "
-                 f"{_num(s['wall_ratio'], '.2f')} (target <= {WALL_TARGET:.2f}: {s['wall']})")
+                 f"{_num(s['wall_ratio'], '.3f')} (target <= {WALL_TARGET:.2f}: {s['wall']})")
     return "\n".join(lines)
 
 
@@ -288,10 +302,11 @@ def run_case(name, wl, args, target, b, tvm, ms) -> dict:
           f"{ours['trials']} trials in {ours['wall_secs']:.1f} s, load {ours['load_after']:.1f}"
           f"\n  best: {search_alone.shape_of(DesignSpace(wl, target), ours['trace'])}", flush=True)
     ms_run = tune_metaschedule(tvm, ms, wl, ms_target(tvm, target, args.threads), args.trials,
-                               args.ms_seed)
+                               args.ms_seed, quiet=not args.ms_log)
     print(f"{name} MetaSchedule: {ms_run['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
-          f"{ms_run['trials']} trials in {ms_run['wall_secs']:.1f} s, load "
-          f"{ms_run['load_after']:.1f}", flush=True)
+          f"{ms_run['trials']} trials in {_num(ms_run['wall_secs'], '.1f')} s, load "
+          f"{ms_run['load_after']:.1f}" + (f"\n  {ms_run['error']}" if ms_run["error"] else ""),
+          flush=True)
     rows = final_timing(b, wl, ours, ms_run, tvm, args.rounds)
     print(format_case(name, target.mcpu, args.threads, args.rounds, rows, ours, ms_run)
           + f"\n  load average {os.getloadavg()[0]:.1f}", flush=True)
@@ -308,8 +323,6 @@ def main(argv=None) -> int:
         print(NO_TVM, file=sys.stderr)
         return 2
     tvm, ms = mods
-    if not args.ms_log:
-        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     target = Target("llvm").with_(num_cores=args.threads)
     print(f"# {target.describe()}; TVM {tvm.__version__}; {args.trials} trials each; load "
           f"average at start {os.getloadavg()[0]:.1f}", flush=True)

@@ -5,6 +5,7 @@ unscheduled and checked against numpy."""
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -75,8 +76,8 @@ def test_table_from_fake_numbers_passes_and_fails_the_targets():
     assert lines[3].split() == ["MetaSchedule", "100.0", "300.0", "64", "1e-05"]
     assert lines[4].split() == ["numpy", "50.0", "-", "-", "1e-05"]
     assert len({len(x) for x in lines[1:5]}) == 1          # the columns line up
-    assert lines[5] == ("  ours / MetaSchedule: speed 3.60x (target >= 3x: PASS), tuning "
-                        "wall time 0.13 (target <= 0.20: PASS)")
+    assert lines[5] == ("  ours / MetaSchedule: speed 3.600x (target >= 3x: PASS), tuning "
+                        "wall time 0.133 (target <= 0.20: PASS)")
     slow = [_row("ours", 290.0), _row("metaschedule", 100.0)]
     s = anchor.summary(slow, {"wall_secs": 61.0}, ms_run)
     assert (s["speed"], s["wall"]) == ("FAIL", "FAIL")
@@ -92,7 +93,7 @@ def test_table_says_why_a_row_has_no_figure():
     assert "1 thread:" in text
     assert "wrong: conv: max abs error 3.0" in text and "skipped" in text
     assert text.splitlines()[-1] == ("  ours / MetaSchedule: speed -x (target >= 3x: n/a), "
-                                     "tuning wall time 0.10 (target <= 0.20: PASS)")
+                                     "tuning wall time 0.100 (target <= 0.20: PASS)")
 
 
 @pytest.mark.parametrize("case", ["gemm-48", "C2"])
@@ -107,3 +108,20 @@ def test_tvm_te_definitions_match_numpy(case):
     r = anchor.TVMKernel(tvm, tvm.compile(mod, target=target), wl, cfg)()
     assert r.ok, r.error
     assert r.max_abs_error < 1e-3 and r.run_secs[0] > 0
+
+
+def test_a_metaschedule_failure_is_a_row_not_a_crash(monkeypatch):
+    """tune_tir raising (a TVM error) leaves an error for the table; the run goes on."""
+    def tune_tir(*a, **k):
+        raise RuntimeError("InternalError: boom")
+    fake_tvm = SimpleNamespace(IRModule=dict)
+    monkeypatch.setattr(anchor, "tvm_prim_func", lambda tvm, wl: "func")
+    out = anchor.tune_metaschedule(fake_tvm, SimpleNamespace(tune_tir=tune_tir),
+                                   ops.gemm(8, 8, 8), "target", 4, 42)
+    assert out["error"] == "MetaSchedule failed: RuntimeError: InternalError: boom"
+    assert out["executable"] is None and out["wall_secs"] is None and out["trials"] == 0
+    rows = [_row("ours", 10.0), _row("metaschedule", None, err=None, note=out["error"])]
+    text = anchor.format_case("gemm-8", "haswell", 2, 3, rows, {"wall_secs": 1.0, "trials": 4},
+                              out)
+    assert "MetaSchedule failed: RuntimeError" in text
+    assert text.endswith("speed -x (target >= 3x: n/a), tuning wall time - (target <= 0.20: n/a)")
