@@ -65,6 +65,15 @@ def test_missing_tvm_is_one_line_and_exit_2(monkeypatch, capsys):
     assert "/" not in lines[0]                            # no machine path
 
 
+def test_a_tvm_without_s_tir_meta_schedule_is_named(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tvm", SimpleNamespace(__version__="0.19.0"))
+    monkeypatch.setitem(sys.modules, "tvm.s_tir", None)
+    tvm, line = anchor.import_tvm()
+    assert tvm is None
+    assert line.startswith("TVM 0.19.0 has no tvm.s_tir.meta_schedule (this script is "
+                           "written for 0.27): run this script in a virtual environment")
+
+
 def test_table_from_fake_numbers_passes_and_fails_the_targets():
     ours = {"wall_secs": 40.0, "trials": 64}
     ms_run = {"wall_secs": 300.0, "trials": 64}
