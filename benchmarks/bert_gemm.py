@@ -37,6 +37,26 @@ cache (gemm 1024x48x64, B in L1: ours 137 GFLOP/s, PyTorch 172; one 128x48x768 p
 k-block inside the task, with all 128 rows using the block (read cache at the k-block
 loop: not in the space today), measured ffn_up 1.09-1.13x and ffn_down 1.04-1.08x the
 expert, qkv 0.99-1.00x (1 and 2 threads).
+
+Session 11 (same host, load 1.4-2.0 from other agents): that pack per reduction block is
+now in the space (``ReuseConfig.streamed_levels``: the read cache at the ``k0`` loop, for
+a B beyond the L2) and the expert takes it where one core's share of B is beyond its L2
+(``expert._block_pack``). Against the pack per task (``--plans`` with the old tile), one
+run each, vs PyTorch:
+
+    task            1 thread                 2 threads
+    qkv_out_proj    0.99 -> 1.00 (1.01x)     not taken (half of B per core fits the L2)
+    ffn_up          0.99 -> 1.09 (1.09x)     0.85 -> 0.94 (1.10x)
+    ffn_down        0.83 -> 0.89 (1.07x)     0.91 -> 0.91 (1.00x)
+    gemm_bias_gelu 128x3072x768: 1.16x (1 thread), 1.17x (2); gemm 1024, convs: unchanged
+
+Tried and not kept (one core unless said, ratio to the expert in one run): prefetching
+the next k-block of B from the pack's loop (``software_prefetch``) 0.96-0.98x; packing A
+per row block 0.99x, per k-block 0.90x (ffn_down's rows are 12 KB apart, yet the L1
+conflicts are not what holds it back); k-blocks of 32 0.97x; k-loop unrolled 16 or 512
+0.94-1.03x; attention tiles 8 x 32, 8 x 16, B unpacked, 6 or 48 tasks 0.81-1.03x (1 and
+2 threads). The inner loop is the same clean 8 x 48 loop (llvm-mca: 12 cycles an
+iteration, FMA-bound), measured at 60-65% of the FMA peak; where the rest goes is open.
 """
 from __future__ import annotations
 

@@ -204,7 +204,7 @@ def test_expert_for_an_avx2_target_is_correct():
 
 @pytest.mark.parametrize("mcpu", ["host", "haswell"])
 def test_expert_packs_b_per_reduction_block_beyond_the_l2(mcpu):
-    """A gemm whose B is larger than the L2 and whose task tile (all rows x the register
+    """A gemm whose B (the share of one core) is larger than the L2 and whose task tile (all rows x the register
     tile's columns) fits the L1 with a packed 64-row block: the expert packs B per
     reduction block (read cache at the k0 loop, all row blocks inside it), and the result
     matches numpy; with an L2 that holds B, or a task tile beyond the L1, it packs per
@@ -214,7 +214,7 @@ def test_expert_packs_b_per_reduction_block_beyond_the_l2(mcpu):
     if mcpu == "haswell" and "+avx2" not in host.host_cpu()[1].split(","):
         pytest.skip("this host cannot run AVX2 code")
     cpu = "" if mcpu == "host" else f" -mcpu={mcpu}"
-    small_l2 = Target(f"llvm{cpu} -l2-bytes=262144")
+    small_l2 = Target(f"llvm{cpu} -num-cores=1 -l2-bytes=262144")
     wl = ops.gemm(32, 192, 768)     # B 576 KB, 12 reduction blocks
     plan = _tile_plan(wl, small_l2)
     assert plan.get("_pack_level") == 3 and plan["i"][1] == 1, plan
@@ -226,6 +226,9 @@ def test_expert_packs_b_per_reduction_block_beyond_the_l2(mcpu):
     args = wl.make_args(seed=2)
     build(sch, small_l2)(*args)
     wl.check(args)
-    big_l2 = Target(f"llvm{cpu} -l2-bytes={8 << 20}")
+    big_l2 = Target(f"llvm{cpu} -num-cores=1 -l2-bytes={8 << 20}")
     assert "_pack_level" not in _tile_plan(wl, big_l2)
+    # four cores read a quarter of B each (144 KB): within the L2, packed per task
+    assert "_pack_level" not in _tile_plan(wl, Target(f"llvm{cpu} -num-cores=4 "
+                                                      "-l2-bytes=262144"))
     assert "_pack_level" not in _tile_plan(ops.gemm(1024, 1024, 1024), small_l2)

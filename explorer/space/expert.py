@@ -170,17 +170,20 @@ def _tile_plan(wl, target) -> dict:
 
 def _block_pack(plan: dict, itemsize: int, b_size: int, target) -> None:
     """Pack B per reduction block (the read cache at tile level 3, the ``k0`` loop) instead
-    of per task, all row blocks of the task inside the block, where B is larger than the L2
-    (it streams from memory: packing a 64-row block as the tile needs it overlaps the copy
+    of per task, all row blocks of the task inside the block, where the share of B one core
+    reads (its column tiles) is larger than its L2 (it streams from memory: packing a 64-row block as the tile needs it overlaps the copy
     with the multiply-adds of the block before, where the pack per task is a phase of its
     own) and the task's accumulator tile (all its rows x the register tile's columns) and the
     packed block fit the L1 together (the tile is reloaded from it once per block).
     BERT-base, one core of the Intel Xeon (L2 2 MB), same run: 128x3072x768 (ffn_up)
-    1.11-1.12x, 128x768x3072 (ffn_down) 1.06-1.10x, 128x768x768 (B 2.4 MB) 0.99x; gemm
-    1024 keeps the pack per task: its task's tile (1024 x 64 floats) does not fit the L1."""
+    1.09-1.12x, 128x768x3072 (ffn_down) 1.06-1.10x, 128x768x768 (B 2.4 MB) 0.99-1.01x;
+    two cores: ffn_up 1.10x, ffn_down 1.00x, qkv 0.98x (half of its B per core fits the
+    L2: not taken), gemm_bias_gelu 128x3072x768 1.16-1.17x on one and two. gemm 1024 keeps
+    the pack per task: its task's tile (1024 x 64 floats) does not fit the L1."""
     i, j, k = plan["i"], plan["j"], plan["k"]
     rows, cols = i[1] * i[2] * i[3], j[3]
-    if (k[0] < 2 or itemsize * b_size <= target.l2_bytes
+    share = itemsize * b_size / max(1, min(target.num_cores, plan["j"][0]))
+    if (k[0] < 2 or share <= target.l2_bytes
             or itemsize * cols * (rows + k[1]) > target.l1_bytes):
         return
     plan["i"] = [i[0], 1, i[1] * i[2], i[3]]
