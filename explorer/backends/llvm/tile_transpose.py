@@ -30,7 +30,7 @@ from ...ir.stmt import BufferStore, For
 from .analysis import flat_coeff, has_unsafe, vectorize_blocker
 from .exprgen import ExprEmitter
 from . import streaming
-from .types import ELEM_BYTES, I32, I64, const_int
+from .types import ELEM_BYTES, I32, I64, VOID, const_int, suffix
 
 
 def transpose_rows(b: ir.IRBuilder, rows: list) -> list:
@@ -130,6 +130,22 @@ def _emit_square(gen, s: For, tile, first: ir.Value, nontemporal: bool, mask=Non
     to a whole register), loads, shuffles and stores (of the lanes in ``mask``).
     ``rows_at``: the vector variable's value for each of the ``n`` rows read (default
     ``first + k``; a row edge reads a valid row for the lanes it masks off)."""
+    inner, store, _ = tile
+    n, u, v = s.extent, s.var.name, inner.var.name
+    columns = _square_columns(gen, s, tile, first, rows_at)
+    for j in range(n):
+        ex = _ColumnEmitter(gen.st, v, n, {ld: cols[j] for ld, cols in columns.items()})
+        saved, gen.mask = gen.mask, mask
+        try:
+            gen.with_var(u, ir.Constant(I64, j), lambda: gen.with_var(
+                v, first, lambda: gen.store(store, ex, nontemporal=nontemporal)))
+        finally:
+            gen.mask = saved
+
+
+def _square_columns(gen, s: For, tile, first: ir.Value, rows_at=None) -> dict:
+    """{transposed read: its ``n`` columns} of the square whose vector lanes start at
+    ``first`` (rows read at ``rows_at``, see ``_emit_square``)."""
     inner, store, reads = tile
     n, u, v = s.extent, s.var.name, inner.var.name
     columns = {ld: [] for ld in reads}
@@ -143,14 +159,7 @@ def _emit_square(gen, s: For, tile, first: ir.Value, nontemporal: bool, mask=Non
             gen.with_var(u, ir.Constant(I64, 0), lambda: gen.with_var(
                 v, at, lambda: rows.append(row_ex.emit(ld))))
         columns[ld] = transpose_rows(gen.b, rows)
-    for j in range(n):
-        ex = _ColumnEmitter(gen.st, v, n, {ld: cols[j] for ld, cols in columns.items()})
-        saved, gen.mask = gen.mask, mask
-        try:
-            gen.with_var(u, ir.Constant(I64, j), lambda: gen.with_var(
-                v, first, lambda: gen.store(store, ex, nontemporal=nontemporal)))
-        finally:
-            gen.mask = saved
+    return columns
 
 
 def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
@@ -210,8 +219,6 @@ def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
     for k in range(n):      # the tail's line starts ``shift`` lanes into the last square
         at = b.add(shift, ir.Constant(I64, k), flags=("nsw",))
         tail_rows.append(b.select(b.icmp_signed("<=", at, last), at, last))
-    _emit_square(gen, s, tile, shift, nontemporal=False,
-                 mask=b.icmp_unsigned("<", iota, rest_v), rows_at=tail_rows)
     head_first = b.sub(shift, ir.Constant(I64, n))  # the head's line starts n - shift before
     zero = ir.Constant(I64, 0)
     head_rows = []
@@ -219,6 +226,17 @@ def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
         at = b.add(head_first, ir.Constant(I64, k), flags=("nsw",))
         head_rows.append(b.select(b.icmp_signed(">=", at, zero), at, zero))
     head_mask = b.icmp_unsigned(">=", iota, rest_v)
+    if _blend_edges(gen, s, tile, cols, shift, head_first, tail_rows, head_rows,
+                    b.icmp_unsigned("<", iota, rest_v), head_mask):
+        b.branch(done_bb)
+        b.position_at_end(plain_bb)
+        _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
+        return
+
+    _emit_square(gen, s, tile, shift, nontemporal=False,
+                 mask=b.icmp_unsigned("<", iota, rest_v), rows_at=tail_rows)
 
     def head(names):
         if not names:
@@ -232,3 +250,52 @@ def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
     _emit_square(gen, s, tile, ir.Constant(I64, 0), nontemporal=False)
     b.branch(done_bb)
     b.position_at_end(done_bb)
+
+
+def _blend_edges(gen, s: For, tile, cols: tuple, shift, head_first, tail_rows, head_rows,
+                 tail_mask, head_mask) -> bool:
+    """The row edges of a square whose output rows follow each other in memory (a row's
+    tail and the next row's head share one line) and whose stored value is the
+    transposed read itself: each such line is the tail's lanes and the next row's
+    head's, blended and written with one streaming store; only the square's first
+    head and last tail (lines shared with the squares above and below) are masked
+    ordinary stores. False (nothing emitted) when the square is not of that form."""
+    inner, store, reads = tile
+    n, u, v, b = s.extent, s.var.name, inner.var.name, gen.b
+    if (len(reads) != 1 or store.value != reads[0]
+            or reads[0].buffer.dtype != store.buffer.dtype
+            or flat_coeff(store.buffer.shape, store.indices, u) != store.buffer.shape[-1]):
+        return False
+    ld = reads[0]
+    tail = _square_columns(gen, s, tile, shift, tail_rows)[ld]
+    ex = ExprEmitter(gen.st, lane=v, lanes=n)
+    ptr = gen.st.buffer_ptr(store.buffer)
+
+    def addr(row: int, first):
+        out = []
+        gen.with_var(u, ir.Constant(I64, row), lambda: gen.with_var(
+            v, first, lambda: out.append(ex.gep(ptr, store, lane0=True, inbounds=False))))
+        return out[0]
+    found = []
+
+    def at_row_start(names):        # the row's first square: its column variables 0
+        if not names:
+            found.extend((_square_columns(gen, s, tile, head_first, head_rows)[ld],
+                          addr(0, head_first)))
+            return
+        gen.with_var(names[0], ir.Constant(I64, 0), lambda: at_row_start(names[1:]))
+    at_row_start(list(cols))
+    head, head_at = found
+    for j in range(n - 1):
+        line = b.select(tail_mask, tail[j], head[j + 1])
+        streaming.store(gen, line, addr(j, shift), store.buffer.dtype, n)
+    saved, gen.mask = gen.mask, None
+    try:
+        for value, at, mask in ((tail[n - 1], addr(n - 1, shift), tail_mask),
+                                (head[0], head_at, head_mask)):
+            fn = gen.st.mod.declare(f"llvm.masked.store.{suffix(value.type)}.p0", VOID,
+                                    [value.type, at.type, I32, mask.type])
+            b.call(fn, [value, at, ir.Constant(I32, ELEM_BYTES[store.buffer.dtype]), mask])
+    finally:
+        gen.mask = saved
+    return True
