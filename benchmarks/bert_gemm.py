@@ -56,7 +56,15 @@ per row block 0.99x, per k-block 0.90x (ffn_down's rows are 12 KB apart, yet the
 conflicts are not what holds it back); k-blocks of 32 0.97x; k-loop unrolled 16 or 512
 0.94-1.03x; attention tiles 8 x 32, 8 x 16, B unpacked, 6 or 48 tasks 0.81-1.03x (1 and
 2 threads). The inner loop is the same clean 8 x 48 loop (llvm-mca: 12 cycles an
-iteration, FMA-bound), measured at 60-65% of the FMA peak; where the rest goes is open.
+iteration, FMA-bound), measured at 60-65% of the FMA peak. A C replica of the same loop
+nest (gcc -O3, intrinsics, one core) ran as fast as ours (ffn_down 140 GFLOP/s, qkv shape
+162), its micro-kernel alone with A and B in L1 185-190 (8 x 48) and 173 (4 x 64, the
+attention tile: ours 170, so the attention kernels are at that tile's limit); with every
+row block reading the same 8 rows of A (A in L1) the ffn_down nest rose to 163: what it
+loses is A's traffic (1.5 MB, re-read by every column task, evicted from the L2 by B's
+stream), which the SSRSRS order (reduction inside the column tiles) cannot block for;
+prefetching the next B block (in C too) and 96-column tasks (A re-read half as often,
+1.01-1.03x) did not recover it.
 """
 from __future__ import annotations
 
