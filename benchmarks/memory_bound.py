@@ -116,6 +116,37 @@ that C loop (two accumulators, 64 vector adds a row); the difference is the call
 ``fast_call`` of an LLVM kernel costs 9 us in Python against 2.6 for a ctypes call
 (``backends/llvm/__init__.py``'s ``_run``: ``_check_disjoint`` and ``a.ctypes.data``
 per argument on every call), about 4% of this kernel.
+
+Session 11 (same Intel Xeon, default ``--threads`` 2, load 1.1-1.4, 32 trials, seed 0,
+fresh ``--db``, the suite in two runs of five tasks)::
+
+    task            % copy   x torch        task            % copy   x torch
+    softmax_1k          77      2.70        row_sum_4k          91      0.97
+    softmax_4k          86      2.88        elementwise_1k      99      1.83
+    layer_norm_1k      100      2.38        elementwise_4k      99      1.74
+    layer_norm_4k       99      2.60        transpose_1k        78      4.96
+    row_sum_1k         209      1.12        transpose_4k        79      8.85
+
+- transposes (session 10 at two threads: 63% and 74%): a streamed square's row edges
+  were stored by unmoved squares with masked ordinary stores that straddled into the
+  streamed line next to them; leaving the edges out altogether (a wrong result, for
+  the measurement) took 1024 x 1024 from 60% to 77% of copy at one thread. Each edge
+  now stores into its own line only, and a row's tail and the next row's head share
+  one line written with one streaming store (``tile_transpose._blend_edges``): one
+  thread, 59-63% -> 64-72%;
+- row sum alone samples a software prefetch (at two threads each thread's half is as
+  large as its L2: 35.8 -> 34.0 us one or two rows ahead in one process): 0.98 ->
+  1.12x PyTorch at 1024 rows. At 4096 rows ours and PyTorch's both read at copy speed
+  from L3 (the tuned kernel prefetches nothing); 0.97-1.07x across sessions is the
+  run-to-run spread;
+- softmax 1024 x 1024 at two threads is placement-dependent, not a search fault: the
+  eight best kernels of the database re-timed in one process ran alike (83-85% of
+  copy); one kernel over fresh allocations of its arrays (same offsets in the page)
+  ran at 67-104% of copy, where our copy kernel held 99-100%; at one thread 92-98% at
+  every placement. With and without its prefetches the ranking flipped from run to
+  run. Stack row buffers placed half a page from the parameters (against 4K
+  aliasing) measured 0.196 -> 0.187 ms at 1024 rows and 86% -> 78% of copy at 4096
+  with the same kernels: not kept.
 """
 from __future__ import annotations
 
