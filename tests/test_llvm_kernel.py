@@ -1,6 +1,10 @@
 """The LLVM kernel object, the module cache, the llvm Target and build errors."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -106,6 +110,29 @@ def test_a_bound_call_checks_once_and_runs_the_kernel_on_its_arrays():
         kern.bind(np.ones(64), y, z)
     with pytest.raises(ArgumentError, match="takes 3 arrays"):
         kern.bind(x, y)
+
+
+def test_a_bound_call_outlives_its_kernel_object_and_the_cache():
+    """The call alone keeps the compiled code alive: with the kernel object dropped and
+    the cache cleared it still runs (it called freed code before). In a child process,
+    so a regression fails this test instead of ending the run."""
+    code = (
+        "import gc, numpy as np\n"
+        "from explorer.backends import build\n"
+        "from explorer.backends.llvm import clear_cache\n"
+        "import tests.test_llvm_kernel as t\n"
+        "x = np.arange(64, dtype=np.float32); y = np.ones(64, np.float32)\n"
+        "z = np.zeros(64, np.float32)\n"
+        "call = build(t.axpy(name='outlives'), 'llvm').bind(x, y, z)\n"
+        "clear_cache(); gc.collect()\n"
+        "build(t.axpy(n=128, name='other'), 'llvm')\n"
+        "call()\n"
+        "assert np.array_equal(z, 2 * x + 1), z\n"
+        "print('ok')\n")
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-800:])
 
 
 def test_wrong_arguments_are_checked_by_the_base_class():

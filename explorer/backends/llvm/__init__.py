@@ -152,7 +152,8 @@ class LLVMKernel(Kernel):
         call = functools.partial(self.compiled.cfunc, *(a.ctypes.data for a in arrays),
                                  self._workspace())
         call.arrays = arrays      # the memory the pointers name lives as long as the call
-        return call
+        call.kernel = self        # and the compiled code and workspace too (clear_cache
+        return call               # drops the cache's hold on them)
 
 
 def _aligned_copy(a: np.ndarray) -> np.ndarray:
