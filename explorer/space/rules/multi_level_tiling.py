@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...errors import SpaceError
 from ...schedule.tree import find_block, iter_dims
 from ...ir.functor import expr_vars
@@ -251,7 +253,6 @@ class MultiLevelTiling(ScheduleRule):
         of its own (BERT-base's FFN GEMMs, one core: 1.06-1.12x; see
         ``explorer.space.expert._block_pack``). Inputs within the L2 keep the sketches as
         they were."""
-        import numpy as np
         limit = getattr(self.target, "l2_bytes", 0) if self.target is not None else 0
         if not limit:
             return False
