@@ -44,3 +44,12 @@ def test_block_pack_not_offered_for_a_small_batch_matmul():
     """The attention batch matmuls' operands (12 x 64 x 128 floats) fit the L2: unchanged."""
     space = DesignSpace(ops.batch_matmul(12, 128, 128, 64), Target("llvm"))
     assert 3 not in _levels(space)
+
+
+def test_block_pack_not_offered_where_the_other_input_streams_too():
+    """A (256 x 384 floats, 384 KB) beyond a 64 KB L2 as well as B: the copy per task is
+    spread over many rows (gemm 1024^3's case), so the block copy is not offered; the same
+    B with A within the L2 gets it."""
+    target = Target("llvm -l2-bytes=65536")
+    assert 3 not in _levels(DesignSpace(ops.gemm(256, 96, 384), target))
+    assert 3 in _levels(DesignSpace(ops.gemm(16, 96, 384), target))

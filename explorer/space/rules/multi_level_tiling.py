@@ -228,7 +228,8 @@ class MultiLevelTiling(ScheduleRule):
             return [st]
         out = [st.copy()] if cfg.req == "may" else []
         levels = cfg.levels
-        if cfg.streamed_levels and self._streamed(st.sch.func, names):
+        if cfg.streamed_levels and self._streamed(
+                st.sch.func, names, find_block(st.sch.func, st.sch.get(st.block))[0].block):
             levels = levels + tuple(lv for lv in cfg.streamed_levels if lv not in levels)
         for level in levels:
             new = st.copy()
@@ -245,20 +246,27 @@ class MultiLevelTiling(ScheduleRule):
             out.append(new)
         return out
 
-    def _streamed(self, func, names) -> bool:
-        """Is every input of ``names`` larger than the target's L2? Such an input streams
-        from memory, and a copy per reduction block (the read cache at the ``k0`` loop, tile
-        level 3 of ``"SSRSRS"``) packs each block as the tile needs it, the copy overlapping
-        the multiply-adds of the block before, where a copy per task (level 1) is a phase
-        of its own (BERT-base's FFN GEMMs, one core: 1.06-1.12x; see
-        ``explorer.space.expert._block_pack``). Inputs within the L2 keep the sketches as
-        they were."""
+    def _streamed(self, func, names, block) -> bool:
+        """Is every input of ``names`` larger than the target's L2 while the block's other
+        inputs fit it? Such an input streams from memory past cache-resident rows (BERT's
+        128-row GEMMs: A 0.4-1.5 MB), and a copy per reduction block (the read cache at the
+        ``k0`` loop, tile level 3 of ``"SSRSRS"``) packs each block as the tile needs it,
+        the copy overlapping the multiply-adds of the block before, where a copy per task
+        (level 1) is a phase of its own (BERT-base's FFN GEMMs, one core: 1.06-1.12x; see
+        ``explorer.space.expert._block_pack``). Where the other input streams too (gemm
+        1024^3: A is 4 MB), the copy per task is spread over many rows and the expert keeps
+        it; offering the block copy there only took the search's draws (alone / seeded
+        0.93 -> 0.89 on one Xeon). Inputs within the L2 keep the sketches as they were."""
         limit = getattr(self.target, "l2_bytes", 0) if self.target is not None else 0
         if not limit:
             return False
         bufs = {b.name: b for b in func.params}
-        return all(n in bufs and np.prod(bufs[n].shape) * np.dtype(bufs[n].dtype).itemsize
-                   > limit for n in names)
+
+        def size(n):
+            return np.prod(bufs[n].shape) * np.dtype(bufs[n].dtype).itemsize
+        others = {r.name for r in block.reads()} - set(names)
+        return (all(n in bufs and size(n) > limit for n in names)
+                and all(size(n) <= limit for n in others if n in bufs))
 
     def _annotate_cooperative_fetch(self, sch, cache) -> None:
         dtype = find_block(sch.func, sch.get(cache))[0].block.body.buffer.dtype
