@@ -61,8 +61,16 @@ def outputs(nb) -> list:
 
 
 def text_of(nb) -> str:
-    return "\n".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-                     for o in outputs(nb))
+    """What the lessons print, as a reader sees it: a stream's pieces joined as they came
+    (the kernel may flush one ``print`` in two messages, and nbclient keeps both), each
+    displayed value's text on lines of its own."""
+    parts = []
+    for o in outputs(nb):
+        if o.get("output_type") == "stream":
+            parts.append(o.get("text", ""))
+        elif o.get("data", {}).get("text/plain"):
+            parts.append("\n" + str(o["data"]["text/plain"]) + "\n")
+    return "".join(parts)
 
 
 def png_size(data: str) -> tuple:
