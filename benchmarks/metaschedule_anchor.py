@@ -40,6 +40,19 @@ quiet machine, one benchmark at a time. ``gemm-N`` (gemm N^3) is there to check 
 script quickly at a small size; the issue's figures are gemm-1024 and C2. A check run,
 ``--cases gemm-256 C2 --trials 8``, took about 2 minutes on 2 cores (MetaSchedule 35-50 s
 a case, most of it building, and ours 5-9 s).
+
+Measured 2026-12-02 on a 2-core Intel Xeon (LLVM: rocketlake; AVX-512, 16 lanes; L2 2 MiB
+a core), quiet, 64 trials each, 11 interleaved rounds (``--cases gemm-1024 C2``, 4 min;
+then ``--cases gemm-1024`` again after 53ca7bc), GFLOP/s:
+
+    case       ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    gemm-1024     285.9        136.7 (187.3)              295.8  2.09x  22.4 / 102.3 s = 0.22
+    gemm-1024     301.2        180.5 (182.7)              294.6  1.67x  23.4 / 93.9 s  = 0.25
+    C2            320.9        170.4 (185.6)              131.8  1.88x  23.0 / 77.7 s  = 0.30
+
+Neither target is met here. MetaSchedule on this host is 1.2-1.8x its Zen 5 figures
+(119 and 106), and 3x its C2 kernel (511 GFLOP/s) is beyond the host's two-core FMA peak
+(about 460: 227-232 a core measured, ``benchmarks/bert_gemm.py``).
 """
 from __future__ import annotations
 
