@@ -165,6 +165,7 @@ from explorer import ops  # noqa: E402
 from explorer.cli.bench import Contender  # noqa: E402
 from explorer.cli.suite_bench import SuiteBench  # noqa: E402
 from explorer.database import Database  # noqa: E402
+from explorer.measure.buffers import argument_offsets, placed_copy, placed_empty  # noqa: E402
 from explorer.measure.result import MeasureResult  # noqa: E402
 from explorer.suites import suite_tasks  # noqa: E402
 from explorer.target import Target  # noqa: E402
@@ -211,11 +212,13 @@ def param_bytes(wl) -> int:
 
 class NumpyCopy(Contender):
     """np.copyto of an (M, N) float32 array in this process: one mean per round, over at
-    least ``min_secs`` of calls."""
+    least ``min_secs`` of calls; the arrays placed like the workers' (``measure.buffers``)."""
 
     def __init__(self, M: int, N: int, min_secs: float = 0.1):
-        self.src = np.random.default_rng(0).standard_normal((M, N)).astype(np.float32)
-        self.dst = np.empty_like(self.src)
+        src = np.random.default_rng(0).standard_normal((M, N)).astype(np.float32)
+        offsets = argument_offsets(2)   # placed as the workers place every kernel's arrays
+        self.src = placed_copy(src, offsets[0])
+        self.dst = placed_empty(src.shape, src.dtype, offsets[1])
         self.min_secs = min_secs
         super().__init__("np.copyto", self._measure)
 

@@ -17,6 +17,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .buffers import argument_offsets, placed_copy, placed_full
 from .expected import load_expected
 
 _INT_SENTINEL = -(2 ** 31) + 7
@@ -41,12 +42,15 @@ class Reference:
             a.setflags(write=False)
 
     def fresh_args(self) -> list:
-        """Writable copies of the inputs and poisoned outputs, in parameter order."""
+        """Writable copies of the inputs and poisoned outputs, in parameter order, each
+        placed alike whatever the allocation (``buffers``: large ones on huge pages, the
+        arguments at staggered offsets past a cache line)."""
+        offsets = argument_offsets(len(self.inputs) + len(self.out_params))
         outs = []
-        for buf in self.out_params:
+        for buf, off in zip(self.out_params, offsets[len(self.inputs):]):
             fill = np.nan if np.dtype(buf.dtype).kind == "f" else _INT_SENTINEL
-            outs.append(np.full(buf.shape, fill, dtype=buf.dtype))
-        return [a.copy() for a in self.inputs] + outs
+            outs.append(placed_full(buf.shape, fill, buf.dtype, off))
+        return [placed_copy(a, off) for a, off in zip(self.inputs, offsets)] + outs
 
     def outputs_of(self, args) -> list:
         return list(args[len(self.inputs):])
