@@ -232,3 +232,31 @@ def test_expert_packs_b_per_reduction_block_beyond_the_l2(mcpu):
     assert "_pack_level" not in _tile_plan(wl, Target(f"llvm{cpu} -num-cores=4 "
                                                       "-l2-bytes=262144"))
     assert "_pack_level" not in _tile_plan(ops.gemm(1024, 1024, 1024), small_l2)
+
+
+@pytest.mark.parametrize("mcpu", ["host", "haswell"])
+def test_expert_pairs_column_tiles_where_a_and_a_panel_exceed_the_l2(mcpu):
+    """With B packed per reduction block, a gemm whose A and one task's panel of B do not
+    fit the L2 together takes two register-tile columns per task (A read by half as many
+    tasks), checked against numpy; where they fit, or too few tasks would be left for
+    the cores, one column per task as before."""
+    from explorer.target import host
+    from explorer.space.expert import _tile_plan
+    if mcpu == "haswell" and "+avx2" not in host.host_cpu()[1].split(","):
+        pytest.skip("this host cannot run AVX2 code")
+    cpu = "" if mcpu == "host" else f" -mcpu={mcpu}"
+    small_l2 = Target(f"llvm{cpu} -num-cores=1 -l2-bytes=262144")
+    wl = ops.gemm(32, 192, 1536)     # A 192 KB + a panel of 1536 rows over 256 KB
+    plan = _tile_plan(wl, small_l2)
+    single = _tile_plan(ops.gemm(32, 192, 768), small_l2)   # A 96 KB + panel: fits
+    assert plan.get("_pack_level") == 3 and single.get("_pack_level") == 3, (plan, single)
+    assert plan["j"][2] == 2 and plan["j"][0] * 2 == single["j"][0], (plan, single)
+    assert single["j"][2] == 1, single
+    sch = expert_schedule(wl, small_l2)
+    args = wl.make_args(seed=3)
+    build(sch, small_l2)(*args)
+    wl.check(args)
+    cores = single["j"][0]      # pairing would leave fewer tasks than cores
+    many = Target(f"llvm{cpu} -num-cores={cores} -l2-bytes=65536")
+    kept = _tile_plan(wl, many)
+    assert kept.get("_pack_level") == 3 and kept["j"][2] == 1, kept
