@@ -260,3 +260,19 @@ def test_expert_pairs_column_tiles_where_a_and_a_panel_exceed_the_l2(mcpu):
     many = Target(f"llvm{cpu} -num-cores={cores} -l2-bytes=65536")
     kept = _tile_plan(wl, many)
     assert kept.get("_pack_level") == 3 and kept["j"][2] == 1, kept
+
+
+def test_expert_reads_a_batch_matmul_b_within_the_l1_in_place():
+    """A batch_matmul whose B (one batch, K x N) fits the L1 is read in place (no packed
+    copy), checked against numpy; with an L1 smaller than B it is packed per task."""
+    from explorer.space.expert import _tile_plan
+    wl = ops.batch_matmul(2, 16, 64, 32)      # B 32 x 64 floats: 8 KB a batch
+    roomy, tight = Target("llvm -l1-bytes=16384"), Target("llvm -l1-bytes=4096")
+    assert _tile_plan(wl, roomy).get("_packed") is False
+    assert "_packed" not in _tile_plan(wl, tight)
+    for target, copied in ((roomy, False), (tight, True)):
+        sch = expert_schedule(wl, target)
+        assert ("Y_global" in str(lower(sch.func))) == copied     # B is Y here
+        args = wl.make_args(seed=4)
+        build(sch, target)(*args)
+        wl.check(args)
