@@ -74,6 +74,7 @@ class TuneResult:
     strategy: str = ""
     seed: int = 0
     cutoff: int = 0            # correct but far slower than the best: cut short, not failed
+    estimated: int = 0         # stopped early: one warm call's time, no repeats (see _record)
     history: list = field(default_factory=list)   # best GFLOP/s after each trial
     rounds: list = field(default_factory=list)    # per-round model metrics
     retimed: list = field(default_factory=list)   # the top candidates timed again at the end
@@ -112,6 +113,7 @@ class TunerState:
     measured: int = 0         # measured by this run
     failed: int = 0           # did not build, crashed, wrong result...
     cutoff: int = 0           # correct but far slower than the best: cut short
+    estimated: int = 0        # correct, slower than the best, stopped early: one call's time
     ok: list = field(default_factory=list)        # correct records
     best: TuningRecord | None = None
     retimed: list = field(default_factory=list)   # (trial, seconds before, after)
@@ -268,7 +270,24 @@ class Tuner:
         gc.freeze()
         self._own_measurer = self._measurer is None
         self.measurer = self._measurer or self._make_measurer()
+        self._remember_resumed_best()
         self.clock.seconds["setup"] = time.perf_counter() - self._start
+
+    def _remember_resumed_best(self) -> None:
+        """Give the measurer the best time the resumed records hold (timed in full or
+        re-timed, not an early stop's estimate), so that the cutoff and the early stop of this run
+        compare with it as the first run did."""
+        best_secs = getattr(self.measurer, "best_secs", None)
+        timed = [r for r in self.state.ok if r.retime_secs or not r.meta.get("estimate")]
+        if self.emulate or not timed or not isinstance(best_secs, dict):
+            return
+        from .measure import MeasureInput
+        from .measure.runner import workload_target_key
+        best = min(timed, key=lambda r: r.seconds)
+        seed = getattr(getattr(self.measurer, "config", None), "seed", 0)
+        key = workload_target_key(MeasureInput.from_workload(self.workload, best.trace,
+                                                             self.target, check_seed=seed))
+        best_secs[key] = min(best_secs.get(key, math.inf), best.seconds)
 
     def _warm_start(self) -> None:
         """An XGBoost model not trained yet (no records of this workload, or too few)
@@ -333,7 +352,7 @@ class Tuner:
             best_gflops=wl.flops / b.seconds / 1e9 if timed else None, emulated=self.emulate,
             tuning_seconds=total, trace=b.trace if b else None, phase_seconds=phases,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
-            rounds=self.rounds, cutoff=st.cutoff,
+            rounds=self.rounds, cutoff=st.cutoff, estimated=st.estimated,
             pretrained=(getattr(self.cost_model, "warm_started", None) or {}).get("path"),
             retimed=[{"trial": t, "seconds_before": a, "seconds_after": c}
                      for t, a, c in st.retimed])
@@ -452,7 +471,7 @@ class Tuner:
             feature_version=FEATURE_VERSION, strategy=self.strategy.name, round=rnd,
             trial=state.trial, seed=self.seed,
             predicted=None if pred is None else float(pred), build_secs=res.build_secs,
-            emulated=self.emulate, resources=res.resources)
+            emulated=self.emulate, resources=res.resources, meta=_estimate_meta(res))
         if self.database is not None:
             self.database.commit_record(rec)
         if rec.ok:
@@ -464,6 +483,7 @@ class Tuner:
         state.measured += 1
         cut = rec.error_kind == "cutoff"
         state.cutoff += cut
+        state.estimated += bool(getattr(res, "estimate", False))
         state.failed += not res.ok and not cut
         costs.append(secs if secs else EMULATED_COST if res.ok else math.inf)
         if res.ok and (state.best is None
@@ -484,6 +504,17 @@ class Tuner:
         else:
             with self.database.batch():
                 yield
+
+
+def _estimate_meta(res) -> dict:
+    """A record's ``meta`` for a result stopped early (``MeasureResult.estimate``): its
+    one ``run_secs`` is a single warm call, over ``early_stop_factor`` x the best so
+    far, an estimate rather than a median of repeats. The cost model learns it as
+    it is (a slow candidate's time within a call's noise); a resumed run reads the
+    mark and does not take it for a full timing."""
+    if not getattr(res, "estimate", False):
+        return {}
+    return {"estimate": "early_stop: one warm call, no repeats"}
 
 
 # The cost of every correct emulated candidate: emulation tells the search which

@@ -18,7 +18,7 @@ from . import faults
 from .check import ReferenceCache
 from .config import RunConfig
 from .result import MeasureInput
-from .timing import CacheFlusher, fast_call, time_repeats, timed
+from .timing import CacheFlusher, fast_call, time_candidate, timed
 
 MAX_ARTIFACTS = 64
 _artifacts: OrderedDict = OrderedDict()
@@ -181,12 +181,13 @@ def run_job(payload: dict, emit) -> dict:
         emit("first_run", secs=first)
         flush = _flusher(inp.target) if cfg.flush_cache else None
         budget = cfg.repeats_budget - (time.perf_counter() - start)
-        samples, number = time_repeats(call, first, cfg, budget, flush)
+        samples, number, estimate = time_candidate(call, first, cfg, budget, flush,
+                                                   payload.get("early_stop_secs"))
         _check(ref, args, cfg, f"after {len(samples)} timed repeats: the output changes from "
                "run to run, a race or missing initialization?")
     except Failed as e:
         return _failure(e, **info)
-    return {"run_secs": samples, "number": number, **info}
+    return {"run_secs": samples, "number": number, "estimate": estimate, **info}
 
 
 def ping_job(payload: dict, emit) -> dict:

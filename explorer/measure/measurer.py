@@ -4,7 +4,10 @@
         results = m.measure([MeasureInput.from_schedule(sch, m.target) for sch in candidates])
         best = min((r for r in results if r.ok), key=lambda r: r.median_secs)
 
-Builds of a batch run in parallel on all workers; runs follow one at a time. A
+Builds of a batch run in parallel on all workers; runs follow one at a time. The
+kernels built stay in their workers (up to ``jobs.MAX_ARTIFACTS`` a worker), and
+``remeasure`` runs a candidate measured before on its kernel instead of building
+it again (a tuner's final re-timing of its fastest few). A
 Measurer is used from one thread at a time (a tuner's loop); make one per thread
 otherwise.
 Workers run with one BLAS thread (the numpy reference must not leave OpenBLAS
@@ -13,8 +16,10 @@ target's cores; kernels take their thread count from the target.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+from collections import OrderedDict
 
 from ..target import as_target
 from .builder import LocalBuilder
@@ -50,6 +55,7 @@ class Measurer(PoolOwner):
                                env=measure_env(threads))
         self.builder = LocalBuilder(self.pool, self.config.build_timeout)
         self.runner = LocalRunner(self.pool, self.config)
+        self._built: OrderedDict = OrderedDict()   # build_key -> BuildResult
 
     def input(self, sch, fault: str | None = None) -> MeasureInput:
         """The ``MeasureInput`` of schedule ``sch`` for this measurer's target (a user's
@@ -61,17 +67,34 @@ class Measurer(PoolOwner):
         """Build all ``inputs`` in parallel, then run them one by one: a
         ``MeasureResult`` per input, in order; failures are values."""
         inputs = list(inputs)
-        return self.runner.run(inputs, self.builder.build(inputs), cutoff_secs)
+        builds = self.builder.build(inputs)
+        self._keep(inputs, builds)
+        return self.runner.run(inputs, builds, cutoff_secs)
+
+    def _keep(self, inputs: list, builds: list) -> None:
+        """Remember where the good builds' kernels live (as many as the workers keep)."""
+        for inp, b in zip(inputs, builds):
+            if b.ok:
+                self._built[build_key(inp)] = b
+                self._built.move_to_end(build_key(inp))
+        while len(self._built) > MAX_KEPT * len(self.pool):
+            self._built.popitem(last=False)
 
     def remeasure(self, inputs: list, rounds: int) -> list:
-        """Build ``inputs`` once, then run them ``rounds`` times, interleaved (round r
-        runs each input once, each run checked against numpy again): per input, the
-        list of its ``rounds`` results. No cutoff: these are known good candidates."""
+        """Run ``inputs`` ``rounds`` times, interleaved (round r runs each input once,
+        each run checked against numpy again): per input, the list of its ``rounds``
+        results. Each is built once, unless ``measure`` built it before (its kernel
+        is still in its worker, or the worker rebuilds it). No cutoff: these are known
+        good candidates; repeats of ``config.retime_min_repeat_secs``."""
         inputs = list(inputs)
-        builds = self.builder.build(inputs)
+        builds = [self._built.get(build_key(inp)) for inp in inputs]
+        todo = [i for i, b in enumerate(builds) if b is None]
+        for i, b in zip(todo, self.builder.build([inputs[i] for i in todo])):
+            builds[i] = b
         out: list = [[] for _ in inputs]
+        retime = self.config.for_retime()
         for _ in range(rounds):
-            for i, res in enumerate(self.runner.run(inputs, builds, cutoff_secs=math.inf)):
+            for i, res in enumerate(self.runner.run(inputs, builds, math.inf, retime)):
                 out[i].append(res)
         return out
 
@@ -82,6 +105,18 @@ class Measurer(PoolOwner):
     def best_secs(self) -> dict:
         """Best median seconds so far per (``MeasureInput.workload_key``, target)."""
         return self.runner.best_secs
+
+
+# Builds remembered per worker: the worker keeps as many kernels (jobs.MAX_ARTIFACTS);
+# one evicted there since is rebuilt by the worker when it is run.
+MAX_KEPT = 64
+
+
+def build_key(inp: MeasureInput) -> tuple:
+    """What makes two inputs the same kernel: workload, target and trace (the trace's
+    decisions fix every sampled value, so its seed does not count), fault, emulation."""
+    return (inp.workload_key, inp.target, json.dumps(inp.trace, sort_keys=True), inp.fault,
+            inp.expected, inp.emulate)
 
 
 def measure(schedules: list, target="llvm", config: RunConfig | None = None,

@@ -204,6 +204,10 @@ class MeasureResult:
     kernel compiled with nvcc (or NVRTC), what ptxas reported per kernel name
     (``registers``, ``spill_stores``, ``spill_loads``, ``shared_bytes``,
     ``local_bytes``); None where unknown.
+
+    ``estimate``: the candidate was stopped early (``RunConfig.early_stop_factor``):
+    its warm call was far slower than the best so far, and ``run_secs`` holds that
+    one call's time, a single measurement with no repeats, not a median.
     """
     input: MeasureInput | None
     run_secs: tuple | None
@@ -218,6 +222,7 @@ class MeasureResult:
     wall_secs: float = 0.0
     emulated: bool = False
     resources: dict | None = None
+    estimate: bool = False
 
     @property
     def ok(self) -> bool:

@@ -13,7 +13,10 @@ lost (``replace_worker`` in its answer), is replaced and the candidate gets a fa
 Cutoff: the runner remembers the best median per (workload, target) it has
 measured; with ``config.cutoff_factor`` set, a later candidate whose first run
 exceeds ``cutoff_factor`` x that best (and ``min_cutoff_secs``) is reported as
-``cutoff`` right after that run instead of being timed.
+``cutoff`` right after that run instead of being timed. Early stop, where the
+automatic cutoff applies: a candidate whose warm call exceeds
+``config.early_stop_factor`` x that best gets that call as its one sample, marked
+``estimate``; estimates never change the best.
 """
 from __future__ import annotations
 
@@ -49,29 +52,44 @@ class LocalRunner:
             return None
         return max(cfg.cutoff_factor * best, cfg.min_cutoff_secs)
 
+    def early_stop_for(self, inp: MeasureInput) -> float | None:
+        """Seconds of a warm call over which ``inp`` is stopped early (None: timed in
+        full): ``early_stop_factor`` x the best so far, where the cutoff applies."""
+        factor = self.config.early_stop_factor
+        if factor is None or self.cutoff_for(inp) is None:
+            return None
+        return factor * self.best_secs[workload_target_key(inp)]
+
+    def remember_best(self, inp: MeasureInput, secs: float) -> None:
+        """Take ``secs`` as a measured median of ``inp``'s workload and target (a
+        resumed run's records), for the cutoff and the early stop."""
+        key = workload_target_key(inp)
+        self.best_secs[key] = min(self.best_secs.get(key, float("inf")), secs)
+
     def run(self, inputs: list, builds: list | None = None,
-            cutoff_secs: float | None = None) -> list:
+            cutoff_secs: float | None = None, config: RunConfig | None = None) -> list:
         """One ``MeasureResult`` per input, in order. ``builds`` are the builder's
         results for the same inputs (failed builds are not run); ``cutoff_secs``
-        overrides the automatic cutoff for all of them."""
+        overrides the automatic cutoff for all of them, ``config`` this runner's."""
         builds = list(builds) if builds is not None else [None] * len(inputs)
-        return [self.run_one(inp, b, cutoff_secs) for inp, b in zip(inputs, builds)]
+        return [self.run_one(inp, b, cutoff_secs, config) for inp, b in zip(inputs, builds)]
 
     def run_one(self, inp: MeasureInput, build: BuildResult | None = None,
-                cutoff_secs: float | None = None) -> MeasureResult:
+                cutoff_secs: float | None = None,
+                config: RunConfig | None = None) -> MeasureResult:
         if build is not None and not build.ok:
             return MeasureResult.failed(inp, build.error_kind, build.error)
         cutoff = cutoff_secs if cutoff_secs is not None else self.cutoff_for(inp)
+        stop = self.early_stop_for(inp) if cutoff_secs is None else None
         w, artifact = self._place(build)
         start = time.monotonic()
-        result = self._call(w, inp, artifact, cutoff)
+        result = self._call(w, inp, artifact, cutoff, stop, config or self.config)
         changes = {"wall_secs": time.monotonic() - start}
         if build is not None and result.build_secs is None:
             changes.update(build_secs=build.build_secs, compile_secs=build.compile_secs)
         result = replace(result, **changes)
-        if result.ok and not result.emulated:
-            key = workload_target_key(inp)
-            self.best_secs[key] = min(self.best_secs.get(key, float("inf")), result.median_secs)
+        if result.ok and not result.emulated and not result.estimate:
+            self.remember_best(inp, result.median_secs)
         return result
 
     def _place(self, build: BuildResult | None) -> tuple:
@@ -81,10 +99,9 @@ class LocalRunner:
                 return w, build.artifact
         return self.pool[0], None
 
-    def _call(self, w, inp: MeasureInput, artifact, cutoff) -> MeasureResult:
-        cfg = self.config
+    def _call(self, w, inp: MeasureInput, artifact, cutoff, stop, cfg) -> MeasureResult:
         payload = {"input": inp.as_json(), "artifact": artifact, "config": cfg.as_json(),
-                   "cutoff_secs": cutoff}
+                   "cutoff_secs": cutoff, "early_stop_secs": stop}
         kill = min(cfg.run_timeout, max(cfg.kill_factor * cutoff, cfg.min_kill_secs)) \
             if cutoff is not None else cfg.run_timeout
         marks: dict = {}
@@ -134,7 +151,7 @@ def result_from_message(inp: MeasureInput | None, msg: dict) -> MeasureResult:
         return MeasureResult.failed(inp, msg.get("error_kind", "internal"), msg["error"])
     r = dict(msg["result"])
     keep = ("first_run_secs", "build_secs", "compile_secs", "max_abs_error", "flops", "number",
-            "emulated", "resources")
+            "emulated", "resources", "estimate")
     kw = {k: r[k] for k in keep if r.get(k) is not None}
     if "error" in r:
         return MeasureResult.failed(inp, r["error_kind"], r["error"], **kw)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -90,11 +91,13 @@ def plan(first_secs: float, cfg, budget_secs: float) -> tuple:
 
 
 def calibrate(call, first_secs: float, cfg) -> float:
-    """Seconds per call of a kernel faster than ``min_repeat_secs``: after ``warmup``
-    calls, batches of 1, 4, 16... calls until one lasts a tenth of a repeat; the
+    """Seconds per call of a kernel faster than ``min_repeat_secs``: after ``warmup - 1``
+    untimed calls, batches of 1, 4, 16... calls until one lasts a tenth of a repeat; the
     mean call of that batch (one cold first call is a poor estimate, and the
-    fastest call an optimistic one on a busy machine)."""
-    _calls(call, cfg.warmup)
+    fastest call an optimistic one on a busy machine). The first batch is the last
+    warm-up call: a kernel of a tenth of a repeat or more is warm after it and
+    its time is the estimate (one call fewer than warming up, then timing)."""
+    _calls(call, max(cfg.warmup - 1, 0))
     n, spent = scale_until(lambda n: _calls(call, n), 0.1 * cfg.min_repeat_secs)
     return spent / n
 
@@ -111,23 +114,33 @@ def timed_repeat(call, number: int, limit_secs: float) -> float:
     return (time.perf_counter() - t0) / done
 
 
-def time_repeats(call, first_secs: float, cfg, budget_secs: float, flush=None) -> tuple:
-    """Warm up, then time repeats; returns (seconds per call of each repeat, calls per repeat).
+class Timing(NamedTuple):
+    """What ``time_candidate`` measured: seconds per call of each repeat, calls per
+    repeat, and whether the samples are an ``estimate`` (the early stop: one warm
+    batch of calls, no repeats)."""
+    samples: list
+    number: int
+    estimate: bool = False
 
-    A kernel whose first call took over ``WARM_SECS`` and ``10 x min_repeat_secs``
-    is taken as warm after it and not called again before timing (a cold first
-    call of a fast kernel may be slow: thread start-up, page faults). Repeats
-    stop early when they overrun the budget (at least one is kept). With no room
-    in the budget (or ``cfg.repeats == 0``) the first run is the only sample.
-    """
+
+def time_candidate(call, first_secs: float, cfg, budget_secs: float, flush=None,
+                   stop_above: float | None = None) -> Timing:
+    """Warm up, then time repeats (see ``time_repeats``). With ``stop_above`` (seconds),
+    a kernel whose warm call is slower stops there: that call's time is the one
+    sample, an ``estimate`` (a cold first call is not one: page faults, thread start).
+    A kernel that took its first call as warm-up (over ``WARM_SECS`` and ``10 x
+    min_repeat_secs``) is stopped on that first call's time."""
     start = time.perf_counter()
     est = first_secs
-    if cfg.repeats and first_secs < max(WARM_SECS, 10 * cfg.min_repeat_secs):
+    warmed = cfg.repeats and first_secs < max(WARM_SECS, 10 * cfg.min_repeat_secs)
+    if warmed:
         est = calibrate(call, first_secs, cfg)
+    if cfg.repeats and stop_above is not None and est > stop_above:
+        return Timing([est], 1, True)
     left = budget_secs - (time.perf_counter() - start)
     repeats, number = plan(est, cfg, left)
     if repeats == 0:
-        return [first_secs], 1
+        return Timing([first_secs], 1)
     samples = []
     end = time.perf_counter() + left
     per_repeat = min(left / repeats, max(10 * number * est, 0.1))
@@ -137,6 +150,19 @@ def time_repeats(call, first_secs: float, cfg, budget_secs: float, flush=None) -
         samples.append(timed_repeat(call, number, per_repeat))
         if time.perf_counter() > end:
             break
+    return Timing(samples, number)
+
+
+def time_repeats(call, first_secs: float, cfg, budget_secs: float, flush=None) -> tuple:
+    """Warm up, then time repeats; returns (seconds per call of each repeat, calls per repeat).
+
+    A kernel whose first call took over ``WARM_SECS`` and ``10 x min_repeat_secs``
+    is taken as warm after it and not called again before timing (a cold first
+    call of a fast kernel may be slow: thread start-up, page faults). Repeats
+    stop early when they overrun the budget (at least one is kept). With no room
+    in the budget (or ``cfg.repeats == 0``) the first run is the only sample.
+    """
+    samples, number, _ = time_candidate(call, first_secs, cfg, budget_secs, flush)
     return samples, number
 
 
