@@ -74,7 +74,7 @@ def test_sampled_schedules_equal_numpy(op, M, N):
 def test_mutated_schedules_equal_numpy():
     space = _space("transpose", 96, 160)
     rng = random.Random(0)
-    children = [space.mutate_valid(p.trace, rng) for p in space.sample(3, seed=1)]
+    children = [space.mutate_valid(p.trace, rng) for p in space.sample(12, seed=1)]
     children = [c for c in children if c is not None]
     assert children, "no sampled transpose could be mutated"
     for _, sch in children:

@@ -21,13 +21,18 @@ What decides their speed is how they walk memory:
   registers from the copy in L1; parallel outer tiles. The unstaged register form
   samples streaming stores on its parallel loop (``backends/llvm/streaming.py``:
   whole output lines written without reading them first, the squares moved to the
-  output's line starts) and tiles of 128-512 a side; with streaming on offer it
+  output's line starts) and tiles of 128-512 of the output's rows by runs of 32-64 of
+  its columns (``min_stream_run``); with streaming on offer it
   replaces the staged register form and the gather and scatter sketches (session-10
   Intel Xeon, one thread, one process, 256 x 128 tiles: 4096 x 1024 39-46% -> 68-76%
   of copy, 1024 x 1024 49-52% -> 58-59% with numpy's output 16-48 bytes past a line,
   65% -> 69-80% with it on one; session 11, the row edges stored into their own
   lines and a row's tail and the next row's head streamed as one line: 78-79% of copy
-  at both sizes, two threads);
+  at both sizes, two threads). A second streamed sketch (``register runs``) runs the
+  tiles along the output's rows in parallel instead of those down its columns: each
+  thread then reads whole input rows (a page each, 32 or 64 of them side by side)
+  rather than half of every row; session 12, one process, two threads: 1024 x 1024
+  103-110% of copy against 75-88%, 4096 x 1024 86% against 82%;
 - row reduction (the innermost reduction loop contiguous): the reduction split into
   a sampled 2, 4 or 8 vectors of lanes (as many as fit four times in the row; one
   only where two do not) and ``rfactor``-ed on them, so each row
@@ -96,15 +101,16 @@ class MemoryBoundTiling(ScheduleRule):
     the unstaged register transpose (whose streaming stores favour long runs of each
     input row); ``min_stream_run``, ``max_stream_run``: the range of its tiles' other
     side, the run of each output row that a tile writes (as many input rows are read
-    side by side: at 1024 x 1024 and 4096 x 1024 on an Intel Xeon, runs of 64 ran at
-    80-92% of copy, 128 at 76-88%, 256 and 512 at 72-84%)."""
+    side by side, each a stream for the prefetchers to follow: on the session-12 Intel
+    Xeon, 4096 x 1024, runs of 32 ran at 82-86% of copy, 64 at 78-83%, 128 at 74%,
+    256 and 512 at 72-84%)."""
 
     def __init__(self, max_tile: int = 128, max_unroll: int = 8, stage_transpose: bool = True,
                  min_bytes: int | None = None, register_transpose: bool = True,
                  max_accumulators: int = 8, prefetch_rows: int = 2,
                  streaming_stores: bool = True, min_stream_tile: int = 128,
-                 max_stream_tile: int = 512, min_stream_run: int = 64,
-                 max_stream_run: int = 128):
+                 max_stream_tile: int = 512, min_stream_run: int = 32,
+                 max_stream_run: int = 64):
         self.max_tile = max_tile
         self.min_stream_tile = min_stream_tile
         self.min_stream_run = min_stream_run
@@ -311,7 +317,7 @@ class MemoryBoundTiling(ScheduleRule):
             # (read), 2.4-3.8x slower than them; with streaming stores the unstaged
             # squares replace the staged ones too (4096 x 1024: 1.80 ms against 2.63;
             # the search measured the register sketch once in 32 trials among three)
-            variants = ["register"] + (
+            variants = ["register", "register runs"] + (
                 (["stage"] if self.streaming_stores else ["stage register", "stage"])
                 if self.stage_transpose else [])
         return [self._transpose_variant(sch.copy(), name, names.index(read_loop), variant,
@@ -343,9 +349,10 @@ class MemoryBoundTiling(ScheduleRule):
         vec_lp, tile_lp = (r_lp, w_lp) if variant == "read" else (w_lp, r_lp)
         vo, vv = self._vector_split(s, vec_lp, lanes)
         square = None
-        if variant in ("register", "stage register"):
+        streamed = variant in ("register", "register runs")
+        if streamed or variant == "stage register":
             tile_lp, square = s.split(tile_lp, [None, lanes])
-        if variant == "register":
+        if streamed:
             # the unstaged register form (the streaming one) samples tiles of
             # min_stream_tile to max_stream_tile elements a side: with streaming
             # stores, 128-512 a side ran at 82-98% of copy, 64 x 64 at 62-65%
@@ -359,17 +366,19 @@ class MemoryBoundTiling(ScheduleRule):
         if vo is not None:
             v_outer, v_mid = s.split(vo, [None, self._stream_tile(
                 s, vo, lanes, self.min_stream_run, self.max_stream_run)]) \
-                if variant == "register" else s.split(vo, s.sample_perfect_tile(
+                if streamed else s.split(vo, s.sample_perfect_tile(
                     vo, n=2, max_innermost_factor=max(1, self.max_tile // lanes)))
-            s.reorder(*others, t_outer, v_outer, t_inner, v_mid, *inner)
+            outer = [v_outer, t_outer] if variant == "register runs" else [t_outer, v_outer]
+            s.reorder(*others, *outer, t_inner, v_mid, *inner)
             tile_top = v_outer
         else:
+            outer = [t_outer]
             s.reorder(*others, t_outer, t_inner, *inner)
             tile_top = t_outer
         s.vectorize(vv)
         if square is not None:
             s.unroll(square)
-        par = self._parallel_outer(s, others + [t_outer])
+        par = self._parallel_outer(s, others + outer[:1])
         if square is not None and par is not None and self.streaming_stores:
             # streaming stores (whole lines, no read for ownership), or ordinary ones
             s.annotate(par, STREAMING, s.sample_categorical([0, 1], [0.25, 0.75]))
