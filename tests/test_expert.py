@@ -203,63 +203,37 @@ def test_expert_for_an_avx2_target_is_correct():
 
 
 @pytest.mark.parametrize("mcpu", ["host", "haswell"])
-def test_expert_packs_b_per_reduction_block_beyond_the_l2(mcpu):
-    """A gemm whose B (the share of one core) is larger than the L2 and whose task tile (all rows x the register
-    tile's columns) fits the L1 with a packed 64-row block: the expert packs B per
-    reduction block (read cache at the k0 loop, all row blocks inside it), and the result
-    matches numpy; with an L2 that holds B, or a task tile beyond the L1, it packs per
-    task as before."""
+def test_expert_packs_wide_panels_of_a_streamed_b_with_a_short_reduction_block(mcpu):
+    """A gemm whose B (the share of one core) is larger than the L2 while A fits it: each
+    task packs a panel of several register-tile columns within ``PANEL_SHARE`` of the L2,
+    and the reduction runs in blocks the micro-kernel unrolls whole (``UNROLL_STEP`` / rows),
+    checked against numpy; with an L2 that holds B, with B shared by enough cores, or with
+    A streaming too (gemm 1024^3), the plan is the one without."""
     from explorer.target import host
-    from explorer.space.expert import _tile_plan
+    from explorer.space.expert import UNROLL_STEP, _tile_plan
+    from explorer.space.register_tiles import PANEL_SHARE
     if mcpu == "haswell" and "+avx2" not in host.host_cpu()[1].split(","):
         pytest.skip("this host cannot run AVX2 code")
     cpu = "" if mcpu == "host" else f" -mcpu={mcpu}"
-    small_l2 = Target(f"llvm{cpu} -num-cores=1 -l2-bytes=262144")
-    wl = ops.gemm(32, 192, 768)     # B 576 KB, 12 reduction blocks
+    l2 = 512 << 10
+    small_l2 = Target(f"llvm{cpu} -num-cores=1 -l2-bytes={l2}")
+    wl = ops.gemm(32, 384, 384)     # B 576 KB
     plan = _tile_plan(wl, small_l2)
-    assert plan.get("_pack_level") == 3 and plan["i"][1] == 1, plan
+    rows, cols, width = plan["i"][3], plan["j"][3], plan["j"][1]
+    assert plan["k"] == [384 // (UNROLL_STEP // rows), UNROLL_STEP // rows], plan
+    panel = 4 * 384 * cols * width
+    assert width > 1 and panel <= PANEL_SHARE * l2 < 2 * panel, plan
     sch = expert_schedule(wl, small_l2)
-    text = str(lower(sch.func))
-    lines = text.splitlines()
-    alloc = next(n for n, ln in enumerate(lines) if "B_global = alloc" in ln)
-    assert "for k_0 in" in lines[alloc - 1], text     # packed inside the reduction block
     args = wl.make_args(seed=2)
     build(sch, small_l2)(*args)
     wl.check(args)
-    big_l2 = Target(f"llvm{cpu} -num-cores=1 -l2-bytes={8 << 20}")
-    assert "_pack_level" not in _tile_plan(wl, big_l2)
-    # four cores read a quarter of B each (144 KB): within the L2, packed per task
-    assert "_pack_level" not in _tile_plan(wl, Target(f"llvm{cpu} -num-cores=4 "
-                                                      "-l2-bytes=262144"))
-    assert "_pack_level" not in _tile_plan(ops.gemm(1024, 1024, 1024), small_l2)
-
-
-@pytest.mark.parametrize("mcpu", ["host", "haswell"])
-def test_expert_pairs_column_tiles_where_a_and_a_panel_exceed_the_l2(mcpu):
-    """With B packed per reduction block, a gemm whose A and one task's panel of B do not
-    fit the L2 together takes two register-tile columns per task (A read by half as many
-    tasks), checked against numpy; where they fit, or too few tasks would be left for
-    the cores, one column per task as before."""
-    from explorer.target import host
-    from explorer.space.expert import _tile_plan
-    if mcpu == "haswell" and "+avx2" not in host.host_cpu()[1].split(","):
-        pytest.skip("this host cannot run AVX2 code")
-    cpu = "" if mcpu == "host" else f" -mcpu={mcpu}"
-    small_l2 = Target(f"llvm{cpu} -num-cores=1 -l2-bytes=262144")
-    wl = ops.gemm(32, 192, 1536)     # A 192 KB + a panel of 1536 rows over 256 KB
-    plan = _tile_plan(wl, small_l2)
-    single = _tile_plan(ops.gemm(32, 192, 768), small_l2)   # A 96 KB + panel: fits
-    assert plan.get("_pack_level") == 3 and single.get("_pack_level") == 3, (plan, single)
-    assert plan["j"][2] == 2 and plan["j"][0] * 2 == single["j"][0], (plan, single)
-    assert single["j"][2] == 1, single
-    sch = expert_schedule(wl, small_l2)
-    args = wl.make_args(seed=3)
-    build(sch, small_l2)(*args)
-    wl.check(args)
-    cores = single["j"][0]      # pairing would leave fewer tasks than cores
-    many = Target(f"llvm{cpu} -num-cores={cores} -l2-bytes=65536")
-    kept = _tile_plan(wl, many)
-    assert kept.get("_pack_level") == 3 and kept["j"][2] == 1, kept
+    plain = _tile_plan(wl, Target(f"llvm{cpu} -num-cores=1 -l2-bytes={8 << 20}"))
+    assert plain["k"] == [6, 64] and plain["j"][1] == 1, plain
+    # four cores read a quarter of B each (144 KB): within the L2
+    assert _tile_plan(wl, Target(f"llvm{cpu} -num-cores=4 -l2-bytes={l2}")) == plain
+    big = ops.gemm(1024, 1024, 1024)      # A 4 MB streams too
+    assert _tile_plan(big, small_l2) == _tile_plan(
+        big, Target(f"llvm{cpu} -num-cores=1 -l2-bytes={64 << 20}"))
 
 
 def test_expert_reads_a_batch_matmul_b_within_the_l1_in_place():

@@ -48,7 +48,7 @@ from ..ir.stmt import PrimFunc
 from ..schedule.tree import find_block
 from . import analysis as A
 from .design_space import DesignSpace
-from .register_tiles import max_accumulators
+from .register_tiles import PANEL_SHARE, max_accumulators
 from .replay import producers_of
 from .rules.multi_level_tiling import padded_extent
 
@@ -57,7 +57,7 @@ SUPPORTED = ("gemm", "batch_matmul", "dense_bias_relu", "conv2d", "conv2d_bias_r
 ROOT, INLINE = -1, -2     # decisions of sample_compute_location
 PADDING = "_padding"      # a plan's key: where its padding stage goes (ROOT by default)
 OPERAND_REGISTERS = 4     # vector registers a micro-kernel leaves for B's loads and A's broadcast
-UNROLL_STEP = 64          # unroll the micro-kernel, keep the reduction loop a loop
+UNROLL_STEP = 64          # unroll the micro-kernel (a whole reduction block: _streamed_panel)
 
 
 def expert_trace(workload, target="llvm"):
@@ -166,7 +166,7 @@ def _tile_plan(wl, target) -> dict:
         plan["b"] = [p["B"], 1, 1, 1]     # one batch per task
         _unpacked_in_l1(plan, np.dtype(wl.dtype).itemsize * p["K"] * p["N"], target)
     elif wl.name == "gemm" and not (p.get("transpose_a") or p.get("transpose_b")):
-        _block_pack(plan, np.dtype(wl.dtype).itemsize, p["K"] * p["N"], target)
+        _streamed_panel(plan, np.dtype(wl.dtype).itemsize, p["K"] * p["N"], target)
     return plan
 
 
@@ -182,45 +182,34 @@ def _unpacked_in_l1(plan: dict, b_bytes: int, target) -> None:
         plan["_packed"] = False
 
 
-def _block_pack(plan: dict, itemsize: int, b_size: int, target) -> None:
-    """Pack B per reduction block (the read cache at tile level 3, the ``k0`` loop) instead
-    of per task, all row blocks of the task inside the block, where the share of B one core
-    reads (its column tiles) is larger than its L2 (it streams from memory: packing a 64-row block as the tile needs it overlaps the copy
-    with the multiply-adds of the block before, where the pack per task is a phase of its
-    own) and the task's accumulator tile (all its rows x the register tile's columns) and the
-    packed block fit the L1 together (the tile is reloaded from it once per block).
-    BERT-base, one core of the Intel Xeon (L2 2 MB), same run: 128x3072x768 (ffn_up)
-    1.09-1.12x, 128x768x3072 (ffn_down) 1.06-1.10x, 128x768x768 (B 2.4 MB) 0.99-1.01x;
-    two cores: ffn_up 1.10x, ffn_down 1.00x, qkv 0.98x (half of its B per core fits the
-    L2: not taken), gemm_bias_gelu 128x3072x768 1.16-1.17x on one and two. gemm 1024 keeps
-    the pack per task: its task's tile (1024 x 64 floats) does not fit the L1."""
+def _streamed_panel(plan: dict, itemsize: int, b_size: int, target) -> None:
+    """Where the share of B one core reads (its column tiles) is larger than its L2 (B
+    streams from memory): each task packs a panel of as many register-tile columns as
+    ``PANEL_SHARE`` of the L2 holds (its rows then copy runs of several lines, not one
+    tile's 3 or 4), keeping at least a task per core, and the reduction runs in blocks
+    of ``UNROLL_STEP / MR`` steps, which the micro-kernel unrolls whole (8 for 8 rows).
+    BERT-base, the Intel Xeon (L2 2 MB), same runs, against the pack per 64-row
+    reduction block (``ReuseConfig.streamed_levels``, session 11's expert): 128x3072x768
+    (ffn_up: panels of 4 x 48 columns) 1.03-1.04x on one and two cores (0.98 -> 1.01x
+    PyTorch at two); 128x768x3072 (ffn_down: a 48-column panel is 0.6 MB) 1.00x on one,
+    1.02x on two (the pack per block with two tiles per task: 0.87-0.89 -> 0.95-0.97x
+    PyTorch, per task with 8 steps 0.96-0.97x). The unrolled steps are what counts: the
+    same panels with 64-step blocks (a loop around the unrolled tile) 0.94x; one 48-column
+    tile per task for ffn_up 0.92x, 8 tiles (1.2 MB) 0.91x. gemm 1024 and BERT's 768^2
+    GEMMs on two cores (B's half within the L2) keep their plans, as does a gemm whose A
+    streams too (gemm 1024^3 on one core: A 4 MB; the plan measured there)."""
     i, j, k = plan["i"], plan["j"], plan["k"]
-    rows, cols = i[1] * i[2] * i[3], j[3]
-    share = itemsize * b_size / max(1, min(target.num_cores, plan["j"][0]))
-    if (k[0] < 2 or share <= target.l2_bytes
-            or itemsize * cols * (rows + k[1]) > target.l1_bytes):
+    share = itemsize * b_size / max(1, min(target.num_cores, j[0]))
+    depth = k[0] * k[1]
+    if share <= target.l2_bytes or itemsize * int(np.prod(i)) * depth > target.l2_bytes:
         return
-    plan["i"] = [i[0], 1, i[1] * i[2], i[3]]
-    plan["_pack_level"] = 3
-    _paired_columns(plan, itemsize, rows * k[0] * k[1], target)
-
-
-def _paired_columns(plan: dict, itemsize: int, a_size: int, target) -> None:
-    """Two register-tile columns per task (``j2 = 2``) where the rows' input a task reads
-    whole (``A``, all its rows x the reduction) and the task's panel of B do not fit the L2
-    together: every column task reads all of A, and with B's stream between two reads of
-    it A is gone from the L2 by the next task; paired, the tasks read it half as often.
-    BERT-base's 128x768x3072 (ffn_down: A 1.5 MB + a 48-column panel 0.6 MB over the 2 MB
-    L2), two cores of the Intel Xeon, same runs: 0.87-0.89 -> 0.95-0.97x PyTorch (1.09x);
-    4 or 8 columns per task (the accumulator tile and the packed block beyond the L1)
-    0.9-1.04x, the pairs' rows in two tasks (B packed twice) 0.98x. ffn_up (A 0.4 MB)
-    does not take it (paired: 1.01x, within the spread)."""
-    j, k = plan["j"], plan["k"]
-    panel = itemsize * k[0] * k[1] * j[3]
-    if (j[0] % 2 or j[0] // 2 < target.num_cores
-            or itemsize * a_size + panel <= target.l2_bytes):
-        return
-    plan["j"] = [j[0] // 2, j[1], 2 * j[2], j[3]]
+    step = _pick(depth, (), limit=max(1, UNROLL_STEP // i[3]))
+    plan["k"] = [depth // step, step]
+    tile = itemsize * depth * j[3]
+    width = max(f for f in range(1, j[0] + 1) if j[0] % f == 0 and (
+        f == 1 or (f * tile <= PANEL_SHARE * target.l2_bytes
+                   and j[0] // f >= target.num_cores)))
+    plan["j"] = [j[0] // width, j[1] * width, j[2], j[3]]
 
 
 ROWS = (8, 6, 7, 5, 4, 3, 2)     # register tile rows, in order of preference

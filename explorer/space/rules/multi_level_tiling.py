@@ -252,8 +252,10 @@ class MultiLevelTiling(ScheduleRule):
         128-row GEMMs: A 0.4-1.5 MB), and a copy per reduction block (the read cache at the
         ``k0`` loop, tile level 3 of ``"SSRSRS"``) packs each block as the tile needs it,
         the copy overlapping the multiply-adds of the block before, where a copy per task
-        (level 1) is a phase of its own (BERT-base's FFN GEMMs, one core: 1.06-1.12x; see
-        ``explorer.space.expert._block_pack``). Where the other input streams too (gemm
+        (level 1) with 64-step reduction blocks is a phase of its own (BERT-base's FFN
+        GEMMs, one core: 1.06-1.12x). The expert now packs per task again, wider panels
+        with short unrolled reduction blocks (``explorer.space.expert._streamed_panel``,
+        1.00-1.04x this copy); the search keeps both. Where the other input streams too (gemm
         1024^3: A is 4 MB), the copy per task is spread over many rows and the expert keeps
         it; offering the block copy there only took the search's draws (alone / seeded
         0.93 -> 0.89 on one Xeon). Inputs within the L2 keep the sketches as they were."""
