@@ -74,7 +74,7 @@ class TuneResult:
     strategy: str = ""
     seed: int = 0
     cutoff: int = 0            # correct but far slower than the best: cut short, not failed
-    estimated: int = 0         # stopped early: one warm call's time, no repeats (see _record)
+    estimated: int = 0         # stopped early: two warm looks, no repeats (_estimate_meta)
     history: list = field(default_factory=list)   # best GFLOP/s after each trial
     rounds: list = field(default_factory=list)    # per-round model metrics
     retimed: list = field(default_factory=list)   # the top candidates timed again at the end
@@ -113,7 +113,7 @@ class TunerState:
     measured: int = 0         # measured by this run
     failed: int = 0           # did not build, crashed, wrong result...
     cutoff: int = 0           # correct but far slower than the best: cut short
-    estimated: int = 0        # correct, slower than the best, stopped early: one call's time
+    estimated: int = 0        # correct, far slower than the best, stopped early
     ok: list = field(default_factory=list)        # correct records
     best: TuningRecord | None = None
     retimed: list = field(default_factory=list)   # (trial, seconds before, after)
@@ -275,8 +275,8 @@ class Tuner:
 
     def _remember_resumed_best(self) -> None:
         """Give the measurer the best time the resumed records hold (timed in full or
-        re-timed, not an early stop's estimate), so that the cutoff and the early stop of this run
-        compare with it as the first run did."""
+        re-timed, not an early stop's estimate), so that this run's cutoff and early
+        stop compare with it as the first run's did."""
         best_secs = getattr(self.measurer, "best_secs", None)
         timed = [r for r in self.state.ok if r.retime_secs or not r.meta.get("estimate")]
         if self.emulate or not timed or not isinstance(best_secs, dict):
@@ -508,13 +508,13 @@ class Tuner:
 
 def _estimate_meta(res) -> dict:
     """A record's ``meta`` for a result stopped early (``MeasureResult.estimate``): its
-    one ``run_secs`` is a single warm call, over ``early_stop_factor`` x the best so
-    far, an estimate rather than a median of repeats. The cost model learns it as
-    it is (a slow candidate's time within a call's noise); a resumed run reads the
-    mark and does not take it for a full timing."""
+    one ``run_secs`` is the faster of two warm looks, both over ``early_stop_factor``
+    x the best so far, an estimate rather than a median of repeats. The cost model
+    learns it as it is (a slow candidate's time within a look's noise); a resumed
+    run reads the mark and does not take it for a full timing."""
     if not getattr(res, "estimate", False):
         return {}
-    return {"estimate": "early_stop: one warm call, no repeats"}
+    return {"estimate": "early_stop: the faster of two warm looks, no repeats"}
 
 
 # The cost of every correct emulated candidate: emulation tells the search which

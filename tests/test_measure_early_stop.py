@@ -39,7 +39,7 @@ def test_time_candidate_stops_on_a_slow_warm_call_and_times_the_others_in_full()
     calls: list = []
     got = time_candidate(_sleeper(0.002, calls), 0.002, cfg, 10.0, stop_above=0.001)
     assert got.estimate and got.number == 1 and len(got.samples) == 1
-    assert got.samples[0] >= 0.002 and len(calls) == 1     # the one warm call only
+    assert got.samples[0] >= 0.002 and len(calls) == 2     # the warm call and one more
     calls.clear()
     got = time_candidate(_sleeper(0.002, calls), 0.002, cfg, 10.0, stop_above=0.01)
     assert not got.estimate and len(got.samples) == 3 and len(calls) == 1 + 3 * got.number
@@ -47,6 +47,14 @@ def test_time_candidate_stops_on_a_slow_warm_call_and_times_the_others_in_full()
     got = time_candidate(_sleeper(0.002, calls), 0.002, cfg.with_(repeats=0), 10.0,
                          stop_above=0.001)   # no repeats asked: the checked first run
     assert not got.estimate and got.samples == [0.002] and not calls
+    slow_once = [0.01, 0.002]    # the warm call slowed by another process: timed in full
+    calls.clear()
+
+    def call():
+        calls.append(1)
+        time.sleep(slow_once.pop(0) if slow_once else 0.002)
+    got = time_candidate(call, 0.002, cfg, 10.0, stop_above=0.005)
+    assert not got.estimate and len(got.samples) == 3 and got.samples[1] < 0.005
 
 
 def test_early_stop_factor_is_checked():

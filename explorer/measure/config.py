@@ -30,10 +30,10 @@ class RunConfig:
       that has not finished its first call by ``kill_factor`` times that cutoff
       (at least ``min_kill_secs``) is stopped. None disables it.
     - ``early_stop_factor``: a candidate whose warm call (after the checked first
-      call) is slower than this many times the best median so far gets no
-      repeats: that call is its one sample, and its result is marked
-      ``estimate`` (a single call, no median; a candidate twice as slow as the
-      best needs no precise figure to be ranked). None disables it.
+      call) and one more are both slower than this many times the best median so
+      far gets no repeats: the faster of the two is its one sample, and its result
+      is marked ``estimate`` (no median; a candidate twice as slow as the best
+      needs no precise figure to be ranked). None disables it.
     - Timeouts: ``build_timeout`` for replay + lowering + compile,
       ``run_timeout`` for all the runs of one candidate; the timed repeats are
       cut down to fit in 80% of it.

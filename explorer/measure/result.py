@@ -206,8 +206,9 @@ class MeasureResult:
     ``local_bytes``); None where unknown.
 
     ``estimate``: the candidate was stopped early (``RunConfig.early_stop_factor``):
-    its warm call was far slower than the best so far, and ``run_secs`` holds that
-    one call's time, a single measurement with no repeats, not a median.
+    two warm looks at it were both far slower than the best so far, and ``run_secs``
+    holds the faster look's seconds per call, one measurement with no repeats, not
+    a median.
     """
     input: MeasureInput | None
     run_secs: tuple | None

@@ -14,8 +14,8 @@ Cutoff: the runner remembers the best median per (workload, target) it has
 measured; with ``config.cutoff_factor`` set, a later candidate whose first run
 exceeds ``cutoff_factor`` x that best (and ``min_cutoff_secs``) is reported as
 ``cutoff`` right after that run instead of being timed. Early stop, where the
-automatic cutoff applies: a candidate whose warm call exceeds
-``config.early_stop_factor`` x that best gets that call as its one sample, marked
+automatic cutoff applies: a candidate whose two warm looks both exceed
+``config.early_stop_factor`` x that best gets the faster as its one sample, marked
 ``estimate``; estimates never change the best.
 """
 from __future__ import annotations

@@ -126,17 +126,22 @@ class Timing(NamedTuple):
 def time_candidate(call, first_secs: float, cfg, budget_secs: float, flush=None,
                    stop_above: float | None = None) -> Timing:
     """Warm up, then time repeats (see ``time_repeats``). With ``stop_above`` (seconds),
-    a kernel whose warm call is slower stops there: that call's time is the one
-    sample, an ``estimate`` (a cold first call is not one: page faults, thread start).
-    A kernel that took its first call as warm-up (over ``WARM_SECS`` and ``10 x
-    min_repeat_secs``) is stopped on that first call's time."""
+    a kernel whose warm calls are slower stops there: the warm call and one more
+    batch of calls are timed, and if the faster of the two is still over
+    ``stop_above`` it is the one sample, an ``estimate`` (two looks, so that one
+    call slowed by another process does not stop a good kernel; a cold first call
+    is no estimate: page faults, thread start). A kernel that took its first call
+    as warm-up (over ``WARM_SECS`` and ``10 x min_repeat_secs``) is looked at on
+    that first call and one more."""
     start = time.perf_counter()
     est = first_secs
-    warmed = cfg.repeats and first_secs < max(WARM_SECS, 10 * cfg.min_repeat_secs)
-    if warmed:
+    if cfg.repeats and first_secs < max(WARM_SECS, 10 * cfg.min_repeat_secs):
         est = calibrate(call, first_secs, cfg)
     if cfg.repeats and stop_above is not None and est > stop_above:
-        return Timing([est], 1, True)
+        batch = max(1, math.ceil(0.1 * cfg.min_repeat_secs / est))
+        est = min(est, timed_repeat(call, batch, math.inf))
+        if est > stop_above:
+            return Timing([est], batch, True)
     left = budget_secs - (time.perf_counter() - start)
     repeats, number = plan(est, cfg, left)
     if repeats == 0:
