@@ -65,6 +65,44 @@ loses is A's traffic (1.5 MB, re-read by every column task, evicted from the L2 
 stream), which the SSRSRS order (reduction inside the column tiles) cannot block for;
 prefetching the next B block (in C too) and 96-column tasks (A re-read half as often,
 1.01-1.03x) did not recover it.
+
+Session 12 (same host, two threads, load 1.5-1.8): the tuner's best records had what the
+expert lacked, and the expert now takes it. A streamed B (one core's share beyond the L2,
+A within it: ffn_up, ffn_down; qkv on one core) is packed per task in panels as wide as
+``PANEL_SHARE`` of the L2 holds (ffn_up 4 x 48 columns, ffn_down 48) with reduction
+blocks of 8 steps the micro-kernel unrolls whole (``expert._streamed_panel``); a batch
+whose B fits the L1 (attention: 32 KB) is read in place (``expert._unpacked_in_l1``).
+One run (``--plans`` with session 11's plans), vs PyTorch (vs numpy in brackets):
+
+    task            session 11's expert    now
+    qkv_out_proj    1.01 (1.33)            unchanged on two cores
+    ffn_up          0.97 (1.16)            1.02 (1.22)
+    ffn_down        0.87 (1.11)            0.97 (1.24)
+    attn_scores     1.03 (3.43)            1.04 (3.46)
+    attn_context    1.02 (1.97)            1.09 (2.11)
+    gemm_1024       unchanged: 0.90 (0.94)
+
+What counts is the unrolled reduction block: the same panels with 64-step blocks (a loop
+around the unrolled 8 x 48 tile) 0.94x; one 48-column panel per task for ffn_up 0.92x, 8
+(1.2 MB) 0.91x. On one core: ffn_up 1.03x, ffn_down 1.00x, qkv 1.2x (loaded) against
+session 11's plans. Tried and not kept: session 11's block pack with two register-tile
+columns per task (ffn_down 1.09-1.12x that block pack, 0.98x the panels), the rows split
+over tasks (A halved per core, B packed twice: ffn_down 0.97x, ffn_up 0.83x), 4 x 64
+tiles for the FFN GEMMs (0.98-1.04x, within the spread), attention with 8 x 32 tiles
+(within the spread once B is read in place).
+
+Tuned, ``explorer tune --suite bert_base --trials-per-task 64 --table-rounds 15`` (same
+host, load 1.5-1.8), vs PyTorch: qkv 1.04x, ffn_up 0.99x, ffn_down 0.93x, attn_scores
+1.06x, attn_context 1.10x (numpy 1.19-3.58x; network 0.99x PyTorch, 1.28x numpy). The
+search's best FFN records are the expert's panels with 6-step blocks, within 1% of it in
+the tuning; ffn_down's table ratio sits 4-5 points under this script's for the same
+plan (0.97-0.98x here, ffn_down plans 1.655-1.672 ms against PyTorch's 1.622).
+
+The attention target (1.2x PyTorch) is beyond this host's peak: the FMA peak on two
+threads measures 477-489 GFLOP/s (``explorer.measure.roofline.peak_gflops``), PyTorch's
+attention 375-414, so 1.2x asks 450-497 GFLOP/s, 92-102% of the peak; ours run at 430-450
+(88-92%). ffn_down's remaining 3% is A's traffic (above): every column task reads all of
+A, which a BLIS order (the reduction block outside the column tiles) would keep in the L2.
 """
 from __future__ import annotations
 
