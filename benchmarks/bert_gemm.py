@@ -85,7 +85,9 @@ One run (``--plans`` with session 11's plans), vs PyTorch (vs numpy in brackets)
 What counts is the unrolled reduction block: the same panels with 64-step blocks (a loop
 around the unrolled 8 x 48 tile) 0.94x; one 48-column panel per task for ffn_up 0.92x, 8
 (1.2 MB) 0.91x. On one core: ffn_up 1.03x, ffn_down 1.00x, qkv 1.2x (loaded) against
-session 11's plans. Tried and not kept: session 11's block pack with two register-tile
+session 11's plans; gemm + bias + GELU 128x3072x768 (``fused_epilogue.py``, which follows
+the gemm's plan) unchanged, 1.71 -> 1.73 ms, 1.63x PyTorch's unfused sequence in both
+runs. Tried and not kept: session 11's block pack with two register-tile
 columns per task (ffn_down 1.09-1.12x that block pack, 0.98x the panels), the rows split
 over tasks (A halved per core, B packed twice: ffn_down 0.97x, ffn_up 0.83x), 4 x 64
 tiles for the FFN GEMMs (0.98-1.04x, within the spread), attention with 8 x 32 tiles
