@@ -53,6 +53,24 @@ then ``--cases gemm-1024`` again after 53ca7bc), GFLOP/s:
 Neither target is met here. MetaSchedule on this host is 1.2-1.8x its Zen 5 figures
 (119 and 106), and 3x its C2 kernel (511 GFLOP/s) is beyond the host's two-core FMA peak
 (about 460: 227-232 a core measured, ``benchmarks/bert_gemm.py``).
+
+After the early stop, the shorter candidate repeats and the re-timing on kernels already
+built (f06ee7c; same host, ``--cases gemm-1024 C2``, other sessions' tests running beside
+it, load 1.5-2.1):
+
+    case       ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    gemm-1024     411.9        286.6 (289.1)              398.8  1.44x  18.1 / 102.9 s = 0.18
+    C2            404.2        209.1 (206.2)              161.1  1.93x  18.6 / 72.3 s  = 0.26
+
+The wall-time target holds on gemm and not on C2. Where C2's 18.6 s go (``explorer tune
+... --json``, phase_seconds): the search 8.3 s (one core; the strategy hands over its
+candidates only when a round's evolution ends), measuring 8.0 s, of which building 5.8
+(LLVM's O3 and code generation, 0.19 s a candidate on each of two workers) and timing
+2.2; training 0.75, the final re-timing 0.85. 1/5 of MetaSchedule's 72-78 s is 14.5-15.5
+s: it needs the builds to overlap the search (a strategy that yields candidates as it
+finds them) or a cheaper compile, not a cheaper timing. MetaSchedule's own gemm kernel
+and wall time vary from run to run here (five runs: 137-287 GFLOP/s, 93-118 s), so one
+run's ratios move by as much.
 """
 from __future__ import annotations
 
