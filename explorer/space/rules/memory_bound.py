@@ -28,11 +28,12 @@ What decides their speed is how they walk memory:
   of copy, 1024 x 1024 49-52% -> 58-59% with numpy's output 16-48 bytes past a line,
   65% -> 69-80% with it on one; session 11, the row edges stored into their own
   lines and a row's tail and the next row's head streamed as one line: 78-79% of copy
-  at both sizes, two threads). A second streamed sketch (``register runs``) runs the
-  tiles along the output's rows in parallel instead of those down its columns: each
-  thread then reads whole input rows (a page each, 32 or 64 of them side by side)
-  rather than half of every row; session 12, one process, two threads: 1024 x 1024
-  103-110% of copy against 75-88%, 4096 x 1024 86% against 82%;
+  at both sizes, two threads). Where they make a task per core, the streamed sketch
+  (``register runs``) runs the tiles along the output's rows in parallel instead of
+  those down its columns: each thread then reads whole input rows (a page each, 32 or
+  64 of them side by side) rather than half of every row; session 12, one process,
+  two threads: 1024 x 1024 103-110% of copy against 75-88%, 4096 x 1024 86% against
+  82%; tuned, 124% and 85%;
 - row reduction (the innermost reduction loop contiguous): the reduction split into
   a sampled 2, 4 or 8 vectors of lanes (as many as fit four times in the row; one
   only where two do not) and ``rfactor``-ed on them, so each row
@@ -317,11 +318,22 @@ class MemoryBoundTiling(ScheduleRule):
             # (read), 2.4-3.8x slower than them; with streaming stores the unstaged
             # squares replace the staged ones too (4096 x 1024: 1.80 ms against 2.63;
             # the search measured the register sketch once in 32 trials among three)
-            variants = ["register", "register runs"] + (
+            variants = [self._streamed_sketch(loops[-1].extent, lanes)] + (
                 (["stage"] if self.streaming_stores else ["stage register", "stage"])
                 if self.stage_transpose else [])
         return [self._transpose_variant(sch.copy(), name, names.index(read_loop), variant,
                                         lanes) for variant in variants]
+
+    def _streamed_sketch(self, columns: int, lanes: int) -> str:
+        """``register runs`` (the output's row runs parallel) where its ``columns`` make at
+        least a task per core in runs of ``max_stream_run``, else ``register`` (its row
+        tiles parallel). One of the two, not both: the search draws sketches alike and
+        mutates only the staged one's tiles, so a third sketch went unmeasured (1024 x
+        1024, 32 trials: the runs sketch never drawn; in one process it ran 1.3x the
+        staged sketch the search kept)."""
+        cores = max(1, getattr(self.target, "num_cores", 1) or 1)
+        runs = columns // lanes // max(1, self.max_stream_run // lanes)
+        return "register runs" if runs >= cores else "register"
 
     def _stream_tile(self, s, loop, lanes: int, least: int, most: int):
         """A sampled tile of ``loop`` (a loop over squares or vectors of ``lanes``): a
