@@ -156,8 +156,11 @@ timed twice from the same database)::
     softmax_1k       98 / 96  3.03 / 3.11   row_sum_4k          98      1.03
     softmax_4k       99 / 99  3.08 / 3.08   elementwise_1k     100      1.75
     layer_norm_1k   101 / 99  2.11 / 2.12   elementwise_4k     100      1.82
-    layer_norm_4k    99 / 100 2.07 / 2.58   transpose_1k        87      5.14
-    row_sum_1k      150 / 214 0.68 / 1.21   transpose_4k        89      7.35
+    layer_norm_4k    99 / 100 2.07 / 2.58   transpose_1k   124 / 106  7.0 / 6.7
+    row_sum_1k      150 / 214 0.68 / 1.21   transpose_4k    85 / 85   6.4 / 6.5
+
+(the transposes from their own database, 97877ef's rule, timed twice; the other rows
+from 5f3b1ee's, whose third transpose sketch the search rarely drew: 87% and 89%)
 
 - softmax's spread was the arguments' placement (``explorer/measure/buffers.py``):
   numpy put every array 16 bytes past a page, so each vector load of a row straddled
@@ -167,11 +170,11 @@ timed twice from the same database)::
   bytes apart. Same database, two runs each: softmax_1k 79 / 91% of copy before,
   100 / 99% after; softmax_4k 96 / 95% -> 98 / 99%;
 - transposes (73-75% before): a tile's run along the output's rows is as many input
-  rows read side by side; runs of 32-64 (were 128-512), and a second streamed sketch
-  that runs those runs in parallel, so that each thread reads whole input rows (with
-  the row tiles parallel both threads read halves of every page). The search took the
-  staged sketch at 1024 rows (83-87% in three tunings) and the parallel runs at 4096
-  (85-89%);
+  rows read side by side; runs of 32-64 (were 128-512), run in parallel where they
+  make a task per core, so that each thread reads whole input rows (with the row
+  tiles parallel both threads read halves of every page). At 1024 rows the streamed
+  output leaves the cache while the copy's is read for ownership: above 100% of the
+  copy, from 122 to 206 us a round;
 - row_sum_1k is L2-resident at two threads (each thread's half is 2 MiB, its L2): our
   kernel 18-49 us a round, PyTorch 33 us in one run and 42-47 in the next (its arrays
   are allocated once per process); the ratio is that placement, not the kernel.
