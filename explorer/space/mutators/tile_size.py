@@ -66,7 +66,7 @@ class MutateTileSize(Mutator):
         tiles = [i for i in trace.sampling_indices()
                  if trace.insts[i].kind == "sample_perfect_tile" and i in trace.decisions
                  and len(trace.decisions[i]) > 1 and any(f > 1 for f in trace.decisions[i])]
-        vectors = [i for i in categorical_uses(trace, _is_fetch_length)
+        vectors = [i for i in categorical_uses(trace, is_fetch_length)
                    if len(trace.insts[i].inputs[0]) > 1]
         if not tiles and not vectors:
             return None
@@ -229,5 +229,6 @@ def _moves(trace, i: int) -> list:
     return out
 
 
-def _is_fetch_length(ins, x) -> bool:
+def is_fetch_length(ins, x) -> bool:
+    """Does ``ins`` use categorical value ``x`` as a cooperative fetch's vector length?"""
     return ins.kind == "annotate" and ins.inputs[1] == A.COOPERATIVE_FETCH and ins.inputs[2] is x

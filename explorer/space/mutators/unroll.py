@@ -51,13 +51,17 @@ def other_choice(trace, idx: int, rng, allowed=None):
     return trace.with_decision(idx, choice)
 
 
+def is_unroll_step(ins, x) -> bool:
+    """Does ``ins`` use categorical value ``x`` as an unroll step limit?"""
+    return (ins.kind == "annotate" and ins.inputs[1] in (A.UNROLL_EXPLICIT, A.UNROLL_IMPLICIT)
+            and ins.inputs[2] is x)
+
+
 class MutateUnroll(Mutator):
     """Change the sampled unroll step limit (``meta_schedule.unroll_explicit``) to another
     of its candidates."""
 
     def apply(self, trace, rng, workload):
-        keys = (A.UNROLL_EXPLICIT, A.UNROLL_IMPLICIT)
-        cands = categorical_uses(trace, lambda ins, x: ins.kind == "annotate"
-                                 and ins.inputs[1] in keys and ins.inputs[2] is x)
-        cands = [i for i in cands if len(trace.insts[i].inputs[0]) > 1]
+        cands = [i for i in categorical_uses(trace, is_unroll_step)
+                 if len(trace.insts[i].inputs[0]) > 1]
         return other_choice(trace, rng.choice(cands), rng) if cands else None
