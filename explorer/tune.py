@@ -81,6 +81,7 @@ class TuneResult:
     emulated: bool = False     # run on the host emulator: no seconds, no GFLOP/s
     pretrained: str | None = None   # the pre-trained cost model it started from
     phase_seconds: dict = field(default_factory=dict)   # wall seconds by phase (PhaseClock)
+    built_ahead: int = 0       # candidates built while the search ran (Measurer.prebuild)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -91,7 +92,9 @@ class PhaseClock:
     (the strategy: sampling, mutation, replay, postprocessing, features and predictions
     of the population), ``measure`` (building and timing on the workers), ``train`` (the
     cost model's updates), ``retime``; ``other`` is what is left (records, events; under
-    a task scheduler, the other tasks' turns too)."""
+    a task scheduler, the other tasks' turns too). While the search runs, the workers
+    it leaves idle build the candidates it hints (``TuneContext.hint``,
+    ``Measurer.prebuild``): ``measure`` builds only the others (``built_ahead``)."""
 
     def __init__(self):
         self.seconds: dict = {}
@@ -120,6 +123,7 @@ class TunerState:
     stale: int = 0            # rounds since the best last improved
     round: int = 0
     exhausted: bool = False   # the strategy had nothing new to propose
+    built_ahead: int = 0      # measured candidates built while the search ran
 
 
 def _cost_model(kind, seed: int):
@@ -270,6 +274,7 @@ class Tuner:
         gc.freeze()
         self._own_measurer = self._measurer is None
         self.measurer = self._measurer or self._make_measurer()
+        self.context.ahead = _BuildAhead.of(self.measurer, self.target, self.emulate)
         self._remember_resumed_best()
         self.clock.seconds["setup"] = time.perf_counter() - self._start
 
@@ -353,6 +358,7 @@ class Tuner:
             tuning_seconds=total, trace=b.trace if b else None, phase_seconds=phases,
             strategy=self.strategy.name, seed=self.seed, history=self.history,
             rounds=self.rounds, cutoff=st.cutoff, estimated=st.estimated,
+            built_ahead=st.built_ahead,
             pretrained=(getattr(self.cost_model, "warm_started", None) or {}).get("path"),
             retimed=[{"trial": t, "seconds_before": a, "seconds_after": c}
                      for t, a, c in st.retimed])
@@ -433,8 +439,11 @@ class Tuner:
             feats = self.context.features(cands) if self.cost_model is not None else None
             preds = (list(self.cost_model.predict(feats)) if self.cost_model is not None
                      else [None] * len(cands))
+        pre = getattr(measurer, "prebuilder", None)
+        used = pre.used if pre is not None else 0
         with self.clock("measure"):
             results = measurer.measure([measurer.input(s) for s in cands])
+        state.built_ahead += (pre.used if pre is not None else 0) - used
         costs = []
         improved = False
         with self._batch():     # the round's records: one write and one fsync
@@ -504,6 +513,29 @@ class Tuner:
         else:
             with self.database.batch():
                 yield
+
+
+class _BuildAhead:
+    """The search's hints (``TuneContext.hint``) as inputs for the measurer's idle
+    workers (``Measurer.prebuild``): the builds of what the search will likely propose
+    overlap the search instead of following it."""
+
+    def __init__(self, measurer):
+        self.measurer = measurer
+
+    @classmethod
+    def of(cls, measurer, target, emulate: bool):
+        """One for a local measurer of an llvm target with a worker to spare, else None."""
+        pre = getattr(measurer, "prebuilder", None)
+        if emulate or target.kind != "llvm" or pre is None or not pre.spare:
+            return None
+        return cls(measurer)
+
+    def want(self, schedules: list) -> None:
+        self.measurer.prebuild([self.measurer.input(s) for s in schedules])
+
+    def poll(self) -> None:
+        self.measurer.prebuilder.poll()
 
 
 def _estimate_meta(res) -> dict:

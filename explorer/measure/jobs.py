@@ -20,7 +20,7 @@ from .config import RunConfig
 from .result import MeasureInput
 from .timing import CacheFlusher, fast_call, time_candidate, timed
 
-MAX_ARTIFACTS = 64
+MAX_ARTIFACTS = 128
 _artifacts: OrderedDict = OrderedDict()
 _refs = ReferenceCache()
 _targets: dict = {}

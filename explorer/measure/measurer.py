@@ -4,7 +4,9 @@
         results = m.measure([MeasureInput.from_schedule(sch, m.target) for sch in candidates])
         best = min((r for r in results if r.ok), key=lambda r: r.median_secs)
 
-Builds of a batch run in parallel on all workers; runs follow one at a time. The
+Builds of a batch run in parallel on all workers; runs follow one at a time. While a
+tuner's search runs, the workers it leaves idle build what it is likely to propose
+(``prebuild``; ``measure`` takes those builds). The
 kernels built stay in their workers (up to ``jobs.MAX_ARTIFACTS`` a worker), and
 ``remeasure`` runs a candidate measured before on its kernel instead of building
 it again (a tuner's final re-timing of its fastest few). A
@@ -25,6 +27,7 @@ from ..target import as_target
 from .builder import LocalBuilder
 from .config import RunConfig
 from .pool import PoolOwner, WorkerPool
+from .prebuild import Prebuilder, spare_workers
 from .result import MeasureInput
 from .runner import LocalRunner
 
@@ -56,6 +59,8 @@ class Measurer(PoolOwner):
         self.builder = LocalBuilder(self.pool, self.config.build_timeout)
         self.runner = LocalRunner(self.pool, self.config)
         self._built: OrderedDict = OrderedDict()   # build_key -> BuildResult
+        self.prebuilder = Prebuilder(self.builder, build_key,
+                                     spare_workers(len(self.pool), cores))
 
     def input(self, sch, fault: str | None = None) -> MeasureInput:
         """The ``MeasureInput`` of schedule ``sch`` for this measurer's target (a user's
@@ -67,9 +72,18 @@ class Measurer(PoolOwner):
         """Build all ``inputs`` in parallel, then run them one by one: a
         ``MeasureResult`` per input, in order; failures are values."""
         inputs = list(inputs)
-        builds = self.builder.build(inputs)
+        self.prebuilder.drain()
+        builds = [self.prebuilder.take(inp) for inp in inputs]
+        todo = [i for i, b in enumerate(builds) if b is None]
+        for i, b in zip(todo, self.builder.build([inputs[i] for i in todo])):
+            builds[i] = b
         self._keep(inputs, builds)
         return self.runner.run(inputs, builds, cutoff_secs)
+
+    def prebuild(self, inputs: list) -> None:
+        """Build ``inputs`` (best first) on the workers the search leaves idle, while it
+        runs; ``measure`` takes the results (``prebuild.Prebuilder``)."""
+        self.prebuilder.want(inputs)
 
     def _keep(self, inputs: list, builds: list) -> None:
         """Remember where the good builds' kernels live (as many as the workers keep)."""
@@ -87,6 +101,7 @@ class Measurer(PoolOwner):
         is still in its worker, or the worker rebuilds it). No cutoff: these are known
         good candidates; repeats of ``config.retime_min_repeat_secs``."""
         inputs = list(inputs)
+        self.prebuilder.drain()
         builds = [self._built.get(build_key(inp)) for inp in inputs]
         todo = [i for i, b in enumerate(builds) if b is None]
         for i, b in zip(todo, self.builder.build([inputs[i] for i in todo])):
@@ -109,7 +124,7 @@ class Measurer(PoolOwner):
 
 # Builds remembered per worker: the worker keeps as many kernels (jobs.MAX_ARTIFACTS);
 # one evicted there since is rebuilt by the worker when it is run.
-MAX_KEPT = 64
+MAX_KEPT = 128
 
 
 def build_key(inp: MeasureInput) -> tuple:

@@ -180,6 +180,19 @@ class Worker:
             raise WorkerDied(f"the worker sent {msg!r} before it was ready", at_start=True)
         self.ready = True
 
+    def started(self) -> bool:
+        """Whether the worker is ready for jobs, without waiting (its ready message is
+        read if it has come; a dead worker is not started)."""
+        if not self.ready and not self._msgs:
+            try:
+                self._fill(0.0)
+            except WorkerDied:
+                return False
+        if not self.ready and self._msgs and self._msgs[0].get("event") == "ready":
+            self._msgs.pop(0)
+            self.ready = True
+        return self.ready
+
     def send(self, kind: str, payload: dict) -> int:
         self.wait_ready()
         self._next_id += 1

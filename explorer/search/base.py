@@ -37,6 +37,7 @@ class TuneContext:
     measured: set = field(default_factory=set)   # structural hashes of measured functions
     feature_cache_size: int = 4096
     prior: bool = True      # an untrained learned model predicts the analytic prior
+    ahead: object = None    # builds ahead while the search runs (the tuner's; see ``hint``)
 
     def __post_init__(self):
         if self.rng is None:
@@ -55,8 +56,22 @@ class TuneContext:
             if f is None:
                 f = extract(lower(s), self.target)
                 self.remember_features(key, f)
+                self.poll()
             out.append(f)
         return out
+
+    def hint(self, schedules: list) -> None:
+        """Tell the tuner what the search would propose if it stopped now (best first):
+        idle workers build them meanwhile (``measure.prebuild``). A hint costs the search
+        nothing but the call; a wrong one costs a core that was idle."""
+        if self.ahead is not None:
+            self.ahead.want(schedules)
+
+    def poll(self) -> None:
+        """Give the builds ahead a turn (collect, start the next); call between
+        candidates. Never waits."""
+        if self.ahead is not None:
+            self.ahead.poll()
 
     def remember_features(self, key, feats) -> None:
         """Keep ``feats`` as the features of the function keyed ``key`` (``func_key``),

@@ -8,7 +8,10 @@ space (plus, in the first round, the seeds: the expert schedule); ``generations`
 rounds of mutation where parents are drawn by predicted score and a child is a
 mutated copy with probability ``mutation_prob``; de-duplication by structural
 equality; then the batch to measure: the model's best (1 - eps) and random
-unmeasured picks (eps).
+unmeasured picks (eps). After each generation is scored, the picks the model would
+make so far are hinted to the tuner (``TuneContext.hint``: idle workers build them while
+the search goes on); a hint draws nothing from the random generator, so a seed
+proposes the same candidates with or without them.
 
 Defaults differ from MetaSchedule's (population 512, 4 generations) where our
 Python replay makes them cost more than they return: population 128 and 3
@@ -79,12 +82,17 @@ class EvolutionarySearch(SearchStrategy):
                     raise
         return pop
 
-    def _evolve(self, pop: list) -> list:
+    def _evolve(self, pop: list, room: int = 0, skip: frozenset = frozenset()) -> list:
+        """The population after ``generations`` of mutation, every function seen once;
+        after each scoring, the ``room`` best seen so far (less ``skip``) are hinted to the
+        tuner (``TuneContext.hint``)."""
         ctx = self.context
         seen: dict = {func_key(s): s for s in pop}
+        scored: dict = {}
         current = pop
         for _ in range(self.generations):
             scores = ctx.predict(current)
+            self._hint(current, scores, scored, room, skip)
             weights = np.maximum(scores - scores.min(), 0) + 1e-9
             weights = weights / weights.sum()
             children = []
@@ -94,6 +102,7 @@ class EvolutionarySearch(SearchStrategy):
                     children.append(parent)
                     continue
                 got = _mutate_valid(ctx.space, parent.trace, ctx.rng)
+                ctx.poll()
                 if got is None:
                     continue
                 child = got[1]
@@ -126,19 +135,39 @@ class EvolutionarySearch(SearchStrategy):
             if sch is not None:
                 forced.append(sch)
         forced = self._fresh(forced)
-        forced_keys = {func_key(f) for f in forced}
-        pool = self._fresh(self._evolve(self._initial()))
-        pool = [s for s in pool if func_key(s) not in forced_keys]
+        forced_keys = frozenset(func_key(f) for f in forced)
         room = max(0, n - len(forced))
         n_random = int(round(room * self.eps_greedy))
-        scores = ctx.predict(pool)
-        order = list(np.argsort(-scores, kind="stable"))
-        if ctx.uses_prior:
-            order = _across_sketches(ctx.space, pool, order)
+        if forced:
+            ctx.hint(forced)
+        pool = self._fresh(self._evolve(self._initial(), room - n_random, forced_keys))
+        pool = [s for s in pool if func_key(s) not in forced_keys]
+        order = self._ranked(pool, ctx.predict(pool))
         best = [pool[i] for i in order[:room - n_random]]
         rest = [pool[i] for i in order[room - n_random:]]
         ctx.rng.shuffle(rest)
         return forced + best + rest[:n_random]
+
+    def _ranked(self, pool: list, scores) -> list:
+        """Indices into ``pool``, the best first: by score, or across sketches while the
+        scores are the analytic prior (``_across_sketches``)."""
+        order = list(np.argsort(-np.asarray(scores), kind="stable"))
+        if self.context.uses_prior:
+            order = _across_sketches(self.context.space, pool, order)
+        return order
+
+    def _hint(self, current: list, scores, scored: dict, room: int, skip) -> None:
+        """Add ``current``'s scores to ``scored`` (function key -> (score, schedule)) and
+        hint the ``room`` best unmeasured ones as the final pick would rank them."""
+        ctx = self.context
+        if ctx.ahead is None or room <= 0:
+            return
+        for sch, sc in zip(current, scores):
+            scored[func_key(sch)] = (float(sc), sch)
+        left = [v for k, v in scored.items() if k not in skip and k not in ctx.measured]
+        pool = [sch for _, sch in left]
+        order = self._ranked(pool, [sc for sc, _ in left])
+        ctx.hint([pool[i] for i in order[:room]])
 
 
 def _across_sketches(space, pool: list, order: list) -> list:
