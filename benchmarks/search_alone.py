@@ -130,6 +130,12 @@ seeded 1.09; before the cap alone 1.03-1.08, seeded 1.13-1.14 (an 8 x 48 tile of
 accumulators, which the cap now draws less often). Capping instead at the registers less
 an eighth (28 of 32 with the operands: 8 x 48 fits, C6's 14 x 32 does not) measured alone
 1.03-1.10, seeded 1.05-1.06 (qkv) and C6 alone 1.13-1.15 against 1.10-1.15: not kept.
+Session 13, with ``MutateCategorical`` among the default mutators (fdbe763; gemm and
+C2 have no choice it changes, so it only moves the random stream), on a 2-core Intel
+Xeon @ 2.80GHz (llvmlite ``icelake-server``, L2 1.25 MiB a core), ``--cases gemm-1024
+C2 --trials 32``, load 1.7-2.2 from other agents (numpy 167 GFLOP/s on gemm 1024):
+gemm-1024 seeded 185.4, alone 172.3 (0.93); C2 seeded 157.2, alone 151.5 (0.96), PyTorch
+206.5 and 112.4.
 """
 from __future__ import annotations
 
