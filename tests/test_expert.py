@@ -236,6 +236,28 @@ def test_expert_packs_wide_panels_of_a_streamed_b_with_a_short_reduction_block(m
         big, Target(f"llvm{cpu} -num-cores=1 -l2-bytes={64 << 20}"))
 
 
+def test_expert_streamed_panel_takes_an_a_within_the_cores_l2s_together():
+    """An A beyond one core's L2 but within the L2s of the cores together (BERT's ffn_down
+    on a 1.25 MB L2: A 1.5 MB) still takes the short unrolled reduction blocks, checked
+    against numpy; on one core, or with A beyond all the L2s, the plan is the one without."""
+    from explorer.space.expert import UNROLL_STEP, _tile_plan
+    l2 = 256 << 10
+    wl = ops.gemm(32, 384, 3072)          # A 384 KB, B 4.5 MB
+    two = Target(f"llvm -num-cores=2 -l2-bytes={l2}")
+    plan = _tile_plan(wl, two)
+    rows = plan["i"][3]
+    assert plan["k"] == [3072 // (UNROLL_STEP // rows), UNROLL_STEP // rows], plan
+    assert plan["j"][0] >= 2, plan
+    sch = expert_schedule(wl, two)
+    args = wl.make_args(seed=5)
+    build(sch, two)(*args)
+    wl.check(args)
+    one = _tile_plan(wl, Target(f"llvm -num-cores=1 -l2-bytes={l2}"))
+    assert one["k"][1] == 64 and one["k"] != plan["k"], one
+    tight = _tile_plan(wl, Target(f"llvm -num-cores=2 -l2-bytes={128 << 10}"))
+    assert tight["k"][1] == 64, tight
+
+
 def test_expert_reads_a_batch_matmul_b_within_the_l1_in_place():
     """A batch_matmul whose B (one batch, K x N) fits the L1 is read in place (no packed
     copy), checked against numpy; with an L1 smaller than B it is packed per task."""

@@ -197,11 +197,20 @@ def _streamed_panel(plan: dict, itemsize: int, b_size: int, target) -> None:
     same panels with 64-step blocks (a loop around the unrolled tile) 0.94x; one 48-column
     tile per task for ffn_up 0.92x, 8 tiles (1.2 MB) 0.91x. gemm 1024 and BERT's 768^2
     GEMMs on two cores (B's half within the L2) keep their plans, as does a gemm whose A
-    streams too (gemm 1024^3 on one core: A 4 MB; the plan measured there)."""
+    streams too (gemm 1024^3 on one core: A 4 MB; the plan measured there).
+
+    A is bounded by the L2s of the cores together, not one core's: on an Intel Xeon with a
+    1.25 MB L2 (icelake-server, two cores) ffn_down's A (1.5 MB) is beyond one L2 and the
+    plan without (a loop of 64 reduction steps per block) ran at 0.86x PyTorch, these
+    8-step blocks at 1.03x in one run (1.19x), 0.95 -> 0.97x in a calmer one (1.03x; 2
+    threads, a machine shared with other timings). The BLIS order (a 64-row block of B
+    packed per task of 2 or 4 x 48 columns, A's 8-row tile in the L1 across them) ran
+    0.97-1.04x the plan without, under these panels. gemm 1024^3 (A 4 MB) keeps its plan."""
     i, j, k = plan["i"], plan["j"], plan["k"]
     share = itemsize * b_size / max(1, min(target.num_cores, j[0]))
     depth = k[0] * k[1]
-    if share <= target.l2_bytes or itemsize * int(np.prod(i)) * depth > target.l2_bytes:
+    a_bytes = itemsize * int(np.prod(i)) * depth
+    if share <= target.l2_bytes or a_bytes > max(1, target.num_cores) * target.l2_bytes:
         return
     step = _pick(depth, (), limit=max(1, UNROLL_STEP // i[3]))
     plan["k"] = [depth // step, step]
