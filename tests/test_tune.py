@@ -168,7 +168,9 @@ class LuckyMeasurer(Measurer):
         if self.lucky is None and len(ok) > 3:
             i = max(ok, key=lambda i: out[i].median_secs)
             self.lucky = out[i].input.trace
-            out[i] = replace(out[i], run_secs=tuple(x / 1000 for x in out[i].run_secs))
+            # one lucky sample: with every repeat divided, the median over its runs and
+            # the re-timings could land between a lucky and an honest sample (CI, once)
+            out[i] = replace(out[i], run_secs=(min(out[i].run_secs) / 1000,))
         return out
 
 
@@ -191,7 +193,7 @@ def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     # reported 1000x too fast; its real runs put it back at least 10x slower (not 1000x:
     # the first, real measurement may have been taken while the machine was busy)
     assert first["seconds_after"] > 10 * first["seconds_before"]
-    assert len(lucky.retime_secs) == 6
+    assert len(lucky.run_secs) == 1 and len(lucky.retime_secs) == 6
     # the best is the fastest of the re-timed (its median over all runs), in the result,
     # the database and the events alike; a record measured once does not pass it
     fastest = min(res.retimed, key=lambda r: r["seconds_after"])
