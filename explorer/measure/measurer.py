@@ -26,6 +26,7 @@ from collections import OrderedDict
 from ..target import as_target
 from .builder import LocalBuilder
 from .config import RunConfig
+from .jobs import MAX_ARTIFACTS
 from .pool import PoolOwner, WorkerPool
 from .prebuild import Prebuilder, spare_workers
 from .result import MeasureInput
@@ -122,9 +123,9 @@ class Measurer(PoolOwner):
         return self.runner.best_secs
 
 
-# Builds remembered per worker: the worker keeps as many kernels (jobs.MAX_ARTIFACTS);
-# one evicted there since is rebuilt by the worker when it is run.
-MAX_KEPT = 128
+# Builds remembered per worker: as many kernels as a worker keeps (one evicted there
+# since is rebuilt by the worker when it is run).
+MAX_KEPT = MAX_ARTIFACTS
 
 
 def build_key(inp: MeasureInput) -> tuple:
