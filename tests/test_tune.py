@@ -211,6 +211,51 @@ def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     _check_records(db, wl, res.target)
 
 
+class UnluckyMeasurer(Measurer):
+    """Test only: the first candidate measured (the expert seed, forced first) is
+    reported 1000x slower than it ran, as if timed in a busy second; re-timings are
+    honest."""
+
+    unlucky = None
+
+    def measure(self, inputs, cutoff_secs=None):
+        from dataclasses import replace
+        out = super().measure(inputs, cutoff_secs)
+        if self.unlucky is None and out and out[0].ok:
+            self.unlucky = out[0].input.trace
+            out[0] = replace(out[0], run_secs=(max(out[0].run_secs) * 1000,))
+        return out
+
+
+def test_retiming_takes_the_expert_whatever_its_first_timing(tmp_path):
+    from explorer.space.expert import expert_trace
+    wl = ops.get("gemm", 64, 64, 64)
+    with UnluckyMeasurer("llvm") as m:
+        t = Tuner(wl, "llvm", trials=8, batch_size=8, database=tmp_path / "db", seed=1,
+                  measurer=m, retime_top=2, retime_rounds=2)
+        res = t.run()
+    db = Database(tmp_path / "db")
+    expert = db.record(wl, res.target, m.unlucky)
+    assert expert is not None and expert.trial == 0
+    # the record is the expert's schedule, and its slow first timing made it the slowest
+    assert expert.trace == t.space.apply(expert_trace(wl, t.target)).trace.as_json()
+    others = [r for r in db.records(wl, res.target) if r.ok and r.trial != 0]
+    assert len(others) >= 2 and all(r.run_secs[0] < expert.run_secs[0] for r in others)
+    # the 2 fastest and the expert were re-timed; the expert's honest runs outvote its
+    # one slow sample (median over 1 + 6 runs)
+    assert len(res.retimed) == 3 and 0 in [r["trial"] for r in res.retimed]
+    assert len(expert.retime_secs) == 6 and expert.seconds < expert.run_secs[0] / 10
+    fastest = min(res.retimed, key=lambda r: r["seconds_after"])
+    assert res.best_seconds == pytest.approx(fastest["seconds_after"])
+    assert db.best(wl, res.target)[0].trial == fastest["trial"]
+    _check_records(db, wl, res.target)
+    # not seeded: nothing joins the fastest
+    with UnluckyMeasurer("llvm") as m:
+        res = Tuner(wl, "llvm", trials=8, batch_size=8, database=tmp_path / "db2", seed=1,
+                    measurer=m, retime_top=2, retime_rounds=2, seed_expert=False).run()
+    assert len(res.retimed) == 2
+
+
 def test_retime_off_and_bad_settings(tmp_path):
     wl = ops.get("gemm", 32, 32, 32)
     res = Tuner(wl, "llvm", trials=4, batch_size=4, database=tmp_path / "db", seed=0,
