@@ -194,3 +194,68 @@ def _run_in_child(kern, queue):
     b = np.ones((4, 16), np.float32)
     kern(b)
     queue.put(float(b.sum()))
+
+
+_BOUND_SCRIPT = r"""
+import json, os, sys
+import numpy as np
+sys.path.insert(0, os.getcwd())
+from explorer.backends.llvm import build_llvm, runtime
+from explorer.target import Target
+from explorer.ir.expr import Add, Buffer, FloatImm, Var
+from explorer.ir.stmt import BufferStore, For, PrimFunc
+
+def pinned():
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        for line in open(f"/proc/self/task/{t}/status"):
+            if line.startswith("Cpus_allowed_list"):
+                out[int(t)] = line.split(":")[1].strip()
+    return out
+
+i, v = Var("i"), Var("v")
+A = Buffer("A", (64, 16))
+body = For(i, 64, For(v, 16, BufferStore(A, Add(A[i, v], FloatImm(1.0)), (i, v)),
+                      "vectorized"), "parallel")
+f = PrimFunc("par", (A,), body, (), (("lowered", True),))
+kern = build_llvm(f, f, Target("llvm -num-cores=2"), "gomp")
+a = np.zeros((64, 16), np.float32)
+kern(a)
+cpus = sorted(os.sched_getaffinity(0))
+with runtime.bound_team(1) as one:
+    single = (one.bound, sorted(os.sched_getaffinity(0)) == cpus)
+with runtime.bound_team(2) as team:
+    inside = sorted(os.sched_getaffinity(0))
+    threads = pinned()
+    for _ in range(50):
+        kern(a)
+after = sorted(os.sched_getaffinity(0))
+print(json.dumps({"cpus": cpus, "bound": team.bound, "single": single, "inside": inside,
+                  "threads": threads, "after": after, "sum": float(a.sum())}))
+"""
+
+
+@pytest.mark.skipif(not runtime.gomp_available(), reason="needs libgomp")
+def test_bound_team_pins_one_thread_a_core_and_frees_the_master_after():
+    """A timed kernel's team gets one core a thread (runtime.bound_team: a woken team
+    thread queued behind its spinning master made calls 200x slow); the kernel stays
+    correct, the master gets its affinity back, and one thread or one core is left
+    alone. In a fresh interpreter: the test process's own team is not touched."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _BOUND_SCRIPT], capture_output=True,
+                         text=True, timeout=120, cwd=str(__import__("pathlib").Path(
+                             __file__).parents[1]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["sum"] == 51 * 64 * 16       # 1 + 50 runs, each adding 1: still correct
+    assert r["single"] == [False, True]    # one thread: nothing pinned
+    assert r["after"] == r["cpus"]
+    if len(r["cpus"]) < 2:
+        assert r["bound"] is False and r["inside"] == r["cpus"]
+        return
+    assert r["bound"] is True
+    assert r["inside"] == [r["cpus"][0]]   # the master: the first core of its affinity
+    # the team's other thread sits on the second core
+    assert str(r["cpus"][1]) in r["threads"].values()

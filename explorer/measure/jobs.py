@@ -18,6 +18,7 @@ from . import faults
 from .check import ReferenceCache
 from .config import RunConfig
 from .result import MeasureInput
+from ..backends.llvm.runtime import bound_team
 from .timing import CacheFlusher, fast_call, time_candidate, timed
 
 MAX_ARTIFACTS = 128
@@ -172,17 +173,19 @@ def run_job(payload: dict, emit) -> dict:
         except Exception as e:
             raise Failed("run", f"the kernel rejected its arguments: {_describe(e)}")
         emit("running")
-        start = time.perf_counter()
-        first, err = _first_run(call, ref, args, cfg)
-        info.update(first_run_secs=first, max_abs_error=err)
-        if cutoff is not None and first > cutoff:
-            raise Failed("cutoff", f"the first run took {first:.4g} s, over the cutoff "
-                         f"{cutoff:.4g} s (far slower than the best so far); not timed further")
-        emit("first_run", secs=first)
-        flush = _flusher(inp.target) if cfg.flush_cache else None
-        budget = cfg.repeats_budget - (time.perf_counter() - start)
-        samples, number, estimate = time_candidate(call, first, cfg, budget, flush,
-                                                   payload.get("early_stop_secs"))
+        with bound_team(_target(inp.target).num_cores or 1):   # see bound_team
+            start = time.perf_counter()
+            first, err = _first_run(call, ref, args, cfg)
+            info.update(first_run_secs=first, max_abs_error=err)
+            if cutoff is not None and first > cutoff:
+                raise Failed("cutoff", f"the first run took {first:.4g} s, over the cutoff "
+                             f"{cutoff:.4g} s (far slower than the best so far); not timed "
+                             "further")
+            emit("first_run", secs=first)
+            flush = _flusher(inp.target) if cfg.flush_cache else None
+            budget = cfg.repeats_budget - (time.perf_counter() - start)
+            samples, number, estimate = time_candidate(call, first, cfg, budget, flush,
+                                                       payload.get("early_stop_secs"))
         _check(ref, args, cfg, f"after {len(samples)} timed repeats: the output changes from "
                "run to run, a race or missing initialization?")
     except Failed as e:

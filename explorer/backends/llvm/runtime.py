@@ -143,3 +143,70 @@ def _launch(task_addr: int, closure: int, ntasks: int) -> None:
     task(closure, 0, ntasks)
     for f in futures:
         f.result()
+
+
+# Why a timed kernel's team is bound to cores (``bound_team``): on a 2-core VM the
+# scheduler now and then woke libgomp's team thread on the core where the master
+# thread was spinning for it (the other core idle). The master spun out its
+# GOMP_SPINCOUNT, the woken thread waited behind it, and every call of a 5 us gemm
+# took about 1 ms (the master at 100% CPU, the team thread queued behind it) until
+# the load balancer moved one of them, 5-20 ms later. In a tuner's run of 8
+# candidates 1-3 were timed 200x too slow in 4 runs of 10; a 1 ms kernel read up to
+# 2x slow. One thread a core cannot queue behind its own master.
+_OMP_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _gomp_lib():
+    if "gomp_lib" not in _state:
+        name = ctypes.util.find_library("gomp") or "libgomp.so.1"
+        lib = ctypes.CDLL(name)   # the copy load_library_permanently loaded
+        lib.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                                      ctypes.c_uint]
+        lib.GOMP_parallel.restype = None
+        lib.omp_get_thread_num.restype = ctypes.c_int
+        _state["gomp_lib"] = lib
+    return _state["gomp_lib"]
+
+
+class bound_team:
+    """``with bound_team(threads):`` pins the threads of libgomp's team, the calling
+    (master) thread included, one to a core of this process's affinity, for the
+    ``with`` block; the master gets its whole affinity back after it (the team's other
+    threads stay where they were put: they run only team work). A no-op where the
+    kernels do not run on a libgomp team: one core or one thread, the pool runtime,
+    a forked child (serial launcher), or an affinity call the system refuses."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.bound = False
+        self._cpus: list = []
+
+    def __enter__(self) -> "bound_team":
+        try:
+            self._cpus = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return self
+        if self.threads < 2 or len(self._cpus) < 2 or not self._team_runs():
+            return self
+        lib, cpus, failed = _gomp_lib(), self._cpus, []
+
+        def pin(_data):
+            try:
+                os.sched_setaffinity(0, {cpus[lib.omp_get_thread_num() % len(cpus)]})
+            except OSError as e:
+                failed.append(e)
+        fn = _OMP_FN(pin)
+        lib.GOMP_parallel(ctypes.cast(fn, ctypes.c_void_p), None, self.threads, 0)
+        self.bound = not failed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._cpus and self.bound:
+            os.sched_setaffinity(0, self._cpus)
+
+    @staticmethod
+    def _team_runs() -> bool:
+        """True where generated code launches parallel loops on libgomp's team."""
+        if "serial" not in _state or not gomp_available():
+            return False
+        return _launcher_slot.value == llvm.address_of_symbol("GOMP_parallel")
