@@ -25,7 +25,7 @@ def _lin(e: Expr, ranges) -> tuple[dict, int]:
     """(terms: atom -> coefficient, constant) of ``e``. Without ranges the answer is kept
     on the node (callers only read the dict)."""
     if ranges and not _plain(e):    # ranges decide only //, %, min and max
-        return _lin_of(e, ranges)
+        return _lin_ranged(e, ranges)
     out = getattr(e, "_lin", None)
     if out is None:
         if isinstance(e, Var):  # {e: 1} kept on e would be a reference cycle
@@ -35,19 +35,65 @@ def _lin(e: Expr, ranges) -> tuple[dict, int]:
     return out
 
 
+def _lin_ranged(e: Expr, ranges: dict) -> tuple[dict, int]:
+    """``_lin_of(e, ranges)``, kept on the node per ranges of its own variables (all the
+    answer depends on): a block's bindings, substituted into each of its indices, are
+    taken apart with the same loop ranges once, not once per index."""
+    memo, key = _memo_of(e, "_lin_ranged"), _ranges_key(e, ranges)
+    out = memo.get(key)
+    if out is None:
+        out = _lin_of(e, ranges)
+        for k in out[0]:
+            if k is e:          # kept with e, a reference cycle: computed again instead
+                return out
+        memo[key] = out
+    return out
+
+
+def _ranges_key(e: Expr, ranges: dict) -> tuple:
+    """The ranges (or None) of ``e``'s own variables, in name order: what an analysis of
+    ``e`` under ``ranges`` depends on, as a key of the analyses kept on ``e``."""
+    names = getattr(e, "_sorted_vars", None)
+    if names is None:
+        names = tuple(sorted(expr_vars(e)))
+        _keep(e, "_sorted_vars", names)
+    return tuple([ranges.get(n) for n in names])
+
+
+def _memo_of(e: Expr, attr: str) -> dict:
+    """The dict kept on ``e`` under ``attr`` (made empty on first use)."""
+    memo = getattr(e, attr, None)
+    if memo is None:
+        memo = {}
+        _keep(e, attr, memo)
+    return memo
+
+
 def _lin_of(e: Expr, ranges) -> tuple[dict, int]:
+    t = type(e)
+    if t is Add or t is Sub or isinstance(e, (Add, Sub)):
+        ta, ca = _lin(e.a, ranges)
+        tb, cb = _lin(e.b, ranges)
+        sign = 1 if isinstance(e, Add) else -1
+        if not tb:          # forms hold no zero coefficients: the sum is ta as it is
+            return ta, ca + sign * cb
+        if not ta and sign == 1:
+            return tb, ca + cb
+        out = dict(ta)
+        get = out.get
+        cancelled = False
+        for k, v in tb.items():
+            v = get(k, 0) + sign * v
+            out[k] = v
+            if not v:
+                cancelled = True
+        if cancelled:
+            out = {k: v for k, v in out.items() if v != 0}
+        return out, ca + sign * cb
     if isinstance(e, IntImm):
         return {}, e.value
     if isinstance(e, Var):
         return {e: 1}, 0
-    if isinstance(e, Add) or isinstance(e, Sub):
-        ta, ca = _lin(e.a, ranges)
-        tb, cb = _lin(e.b, ranges)
-        sign = 1 if isinstance(e, Add) else -1
-        out = dict(ta)
-        for k, v in tb.items():
-            out[k] = out.get(k, 0) + sign * v
-        return {k: v for k, v in out.items() if v != 0}, ca + sign * cb
     if isinstance(e, Mul):
         ta, ca = _lin(e.a, ranges)
         tb, cb = _lin(e.b, ranges)
@@ -138,32 +184,53 @@ def _lin_divmod(e, ranges):
 
 
 def _from_lin(terms: dict, c: int) -> Expr:
-    pos = [(k, v) for k, v in terms.items() if v > 0]
-    neg = [(k, -v) for k, v in terms.items() if v < 0]
     out: Expr | None = None
-    for k, v in pos:
-        t = k if v == 1 else Mul(k, const(v))
-        out = t if out is None else Add(out, t)
-    for k, v in neg:
-        t = k if v == 1 else Mul(k, const(v))
-        out = Sub(const(0) if out is None else out, t)
+    neg = None          # negative terms, appended after the positive ones
+    lone = True         # out is still a single atom with coefficient 1 (or nothing)
+    atoms = True        # every key is an atom whose own form is {key: 1}
+    zero = False
+    for k, v in terms.items():
+        if type(k) not in _ATOMS:
+            atoms = False
+        if v > 0:
+            if v == 1:
+                t = k
+            else:
+                t, lone = Mul(k, const(v)), False
+            if out is None:
+                out = t
+            else:
+                out, lone = Add(out, t), False
+        elif v < 0:
+            if neg is None:
+                neg = []
+            neg.append((k, v))
+        else:
+            zero = True
+    if neg is not None:
+        lone = False
+        for k, v in neg:
+            out = Sub(const(0) if out is None else out, k if v == -1 else Mul(k, const(-v)))
     if out is None:
         return const(c)
-    if c > 0:
-        out = Add(out, const(c))
-    elif c < 0:
-        out = Sub(out, const(-c))
-    if (type(out) in _BUILT and (neg or c or len(pos) > 1 or pos[0][1] != 1)
-            and all(type(k) in _ATOMS for k in terms)):
+    if c:
+        lone = False
+        out = Add(out, const(c)) if c > 0 else Sub(out, const(-c))
+    if atoms and not lone and type(out) in _BUILT:
         # the linear form of what was just built, as _lin would find it again (positive
         # terms first, then negative ones): simplifying it or an expression around it
         # (a split's binding, substituted into by the next split) stops here
-        lin = {k: v for k, v in pos}
-        for k, v in neg:
-            lin[k] = -v
+        if neg is None and not zero:
+            lin = dict(terms)
+        else:
+            lin = {k: v for k, v in terms.items() if v > 0}
+            lin.update(neg or ())
         _keep(out, "_lin", (lin, c))
         # its variables are its terms' (a walk down the new chain would find just those)
         _keep(out, "_vars", frozenset().union(*[expr_vars(k) for k in lin]))
+        # and it is its own simplified form (_from_lin of that form builds it again): a
+        # binding simplified again after a primitive that left it alone stays the node
+        _keep(out, "_simple", _SAME)
     return out
 
 
@@ -201,8 +268,8 @@ def _plain(e: Expr) -> bool:
     if out is None:
         if isinstance(e, (IntImm, Var)):
             out = e.dtype == "int32"
-        elif isinstance(e, (Add, Sub, Mul)):
-            out = e.dtype == "int32" and _plain(e.a) and _plain(e.b)
+        elif isinstance(e, (Add, Sub, Mul)):   # plain operands are int32, and so is e
+            out = _plain(e.a) and _plain(e.b)
         else:
             out = False
         _keep(e, "_plain", out)
@@ -338,11 +405,7 @@ def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     """Bounds of ``e`` as ``ranged`` vars (name -> (lo, hi)) vary; others stay symbolic.
     Kept on the node per ranges of its own variables (all the answer depends on):
     lowering asks again for each place it tries to allocate a buffer."""
-    key = tuple(sorted((v, ranged[v]) for v in expr_vars(e) if v in ranged))
-    memo = getattr(e, "_sym_bounds", None)
-    if memo is None:
-        memo = {}
-        _keep(e, "_sym_bounds", memo)
+    memo, key = _memo_of(e, "_sym_bounds"), _ranges_key(e, ranged)
     out = memo.get(key)
     if out is None:
         try:
@@ -415,6 +478,28 @@ def _atom_bounds(atom: Expr, ranged: dict) -> tuple[Expr, Expr]:
         lo, hi = int_bounds(atom, ranged)
         return const(lo), const(hi)
     raise NonAffine(f"cannot bound {atom}")
+
+
+def simplified_form(e: Expr, ranges: dict | None = None):
+    """The linear form (atom -> coefficient, constant) of ``simplify(e, ranges)`` without
+    building that expression; None where ``simplify`` would not take ``e`` apart (not
+    int32 arithmetic). Shared: do not change the dict."""
+    if isinstance(e, _INT_ARITH) and e.dtype == "int32":
+        return _lin(e, ranges)
+    return None
+
+
+def form_coeff(form: tuple, var: str):
+    """``linear_coeff(from_lin(*form), var)`` from the form's terms alone (each term of
+    that chain contributes ``coefficient * linear_coeff(atom)``; None in any term makes
+    the whole None)."""
+    total = 0
+    for atom, coeff in form[0].items():
+        c = linear_coeff(atom, var)
+        if c is None:
+            return None
+        total += coeff * c
+    return total
 
 
 def linear_coeff(e: Expr, var: str):

@@ -85,7 +85,10 @@ class BinaryOp(Expr):
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
-        return self.a.dtype
+        e = self.a
+        while type(e) in _ARITH:    # down a chain of sums without a call per level
+            e = e.a
+        return e.dtype
 
 
 class Add(BinaryOp): symbol = "+"
@@ -96,6 +99,9 @@ class FloorDiv(BinaryOp): symbol = "//"
 class FloorMod(BinaryOp): symbol = "%"
 class Min(BinaryOp): symbol = "min"
 class Max(BinaryOp): symbol = "max"
+
+
+_ARITH = frozenset((Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max))  # dtype: their a's
 
 
 class CmpOp(BinaryOp):

@@ -3,12 +3,19 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from .expr import BinaryOp, BufferLoad, Call, Cast, Expr, Not, Select, Var
+from .expr import (EQ, LE, LT, NE, Add, And, BinaryOp, BufferLoad, Call, Cast, Div, Expr,
+                   FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Not, Or, Select, Sub,
+                   Var)
 from .stmt import (Allocate, Block, BlockRealize, BufferStore, For, IfThenElse, SeqStmt,
                    Stmt)
 
 
 def expr_children(e: Expr) -> tuple:
+    t = type(e)
+    if t in _BINARY:        # the common cases by exact type, before the isinstance chain
+        return (e.a, e.b)
+    if t in _LEAVES:
+        return ()
     if isinstance(e, BinaryOp):
         return (e.a, e.b)
     if isinstance(e, BufferLoad):
@@ -22,6 +29,10 @@ def expr_children(e: Expr) -> tuple:
     if isinstance(e, Not):
         return (e.a,)
     return ()
+
+
+_BINARY = frozenset((Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max, LT, LE, EQ, NE, And, Or))
+_LEAVES = frozenset((Var, IntImm, FloatImm))
 
 
 def rebuild_expr(e: Expr, kids: tuple) -> Expr:
@@ -87,11 +98,11 @@ def _loads(e: Expr) -> tuple:
     return (e,) + out if type(e) is BufferLoad else out
 
 
-def _keep(node, key: str, value) -> None:
-    """Keep an analysis of an immutable node on it (an attribute beside its fields:
-    equality, hashing and ``with_`` ignore it). Set as an attribute, not through
-    ``node.__dict__``, which would make Python build a dict object per node."""
-    object.__setattr__(node, key, value)
+# _keep(node, key, value): keep an analysis of an immutable node on it (an attribute
+# beside its fields: equality, hashing and ``with_`` ignore it). Set as an attribute, not
+# through ``node.__dict__``, which would make Python build a dict object per node; bound
+# to object.__setattr__ itself, not wrapped: analyses keep tens of thousands a candidate.
+_keep = object.__setattr__
 
 
 _NO_VARS: frozenset = frozenset()
@@ -133,6 +144,13 @@ def replace_loads(e: Expr, fn: Callable[[BufferLoad], Expr | None]) -> Expr:
 # ---------------------------------------------------------------- statements
 
 def stmt_children(s: Stmt) -> tuple:
+    t = type(s)
+    if t is For:
+        return (s.body,)
+    if t is BlockRealize:
+        return ()
+    if t is SeqStmt:
+        return s.stmts
     if isinstance(s, For):
         return (s.body,)
     if isinstance(s, SeqStmt):
@@ -145,7 +163,7 @@ def stmt_children(s: Stmt) -> tuple:
 
 
 def rebuild_stmt(s: Stmt, kids: tuple) -> Stmt:
-    if isinstance(s, For):
+    if type(s) is For or isinstance(s, For):
         return s.with_(body=kids[0])
     if isinstance(s, SeqStmt):
         from .stmt import seq

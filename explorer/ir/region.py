@@ -126,17 +126,28 @@ def index_ranges(a: Affine, loops, size: int) -> list:
     ``.extent``; an atom that cannot be bounded spans the dimension (``size``)."""
     n = len(loops)
     lo = hi = a.const
+    coefs = a.coefs
     out = [None] * n
     for i in range(n - 1, -1, -1):
-        span = a.coefs.get(loops[i].var, 0) * (loops[i].extent - 1)
-        lo += min(0, span)
-        hi += max(0, span)
+        lp = loops[i]
+        c = coefs.get(lp.var)
+        if c:
+            span = c * (lp.extent - 1)
+            if span < 0:
+                lo += span
+            else:
+                hi += span
         out[i] = [lo, hi]
     for coef, atom in a.atoms:
         for i, (blo, bhi) in enumerate(_atom_ranges(atom, loops, size)):
-            blo, bhi = sorted((coef * blo, coef * bhi))
-            out[i][0] += blo
-            out[i][1] += bhi
+            blo, bhi = coef * blo, coef * bhi
+            r = out[i]
+            if blo <= bhi:
+                r[0] += blo
+                r[1] += bhi
+            else:
+                r[0] += bhi
+                r[1] += blo
     return out
 
 
@@ -146,12 +157,23 @@ def level_extents(indices: list, loops, shape: tuple) -> list:
     between 1 and the dimension's size. One list per loop level, outermost first."""
     n = len(loops)
     exts = [[1] * len(shape) for _ in range(n)]
+    if not indices:
+        return exts
     for d, size in enumerate(shape):
         per_index = [index_ranges(idx[d], loops, size) for idx in indices]
-        for i, level in enumerate(zip(*per_index)):
-            lo = min([r[0] for r in level])
-            hi = max([r[1] for r in level])
-            exts[i][d] = max(1, min(hi - lo + 1, size))
+        first, rest = per_index[0], per_index[1:]
+        for i in range(n):
+            lo, hi = first[i]
+            for other in rest:
+                olo, ohi = other[i]
+                if olo < lo:
+                    lo = olo
+                if ohi > hi:
+                    hi = ohi
+            w = hi - lo + 1
+            if w > size:
+                w = size
+            exts[i][d] = w if w > 1 else 1
     return exts
 
 

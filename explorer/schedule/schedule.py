@@ -167,13 +167,11 @@ class Schedule:
         gone_blocks = was.blocks.keys() - now.blocks.keys()
         if not gone_loops and not gone_blocks:
             return
-        for rv, val in self._table.items():
-            if val is None or val is ROOT or val is INLINE:
-                continue
-            if isinstance(rv, LoopRV) and val in gone_loops:
-                self._table[rv] = None
-            elif isinstance(rv, BlockRV) and val in gone_blocks:
-                self._table[rv] = None
+        table = self._table
+        for rv, val in table.items():   # only names (str) go: never None, ROOT or a value
+            if type(val) is str and (val in gone_loops and isinstance(rv, LoopRV)
+                                     or val in gone_blocks and isinstance(rv, BlockRV)):
+                table[rv] = None
 
     # ------------------------------------------------------------ queries
     def get_block(self, name: str) -> BlockRV:

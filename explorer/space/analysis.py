@@ -9,7 +9,7 @@ analyses MetaSchedule's rules rely on (``GetLoopIterType``,
 from __future__ import annotations
 
 from ..ir.arith import linear_coeff  # noqa: F401 (re-exported for the rules)
-from ..ir.arith import simplify
+from ..ir.arith import form_coeff, simplified_form, simplify
 
 import math
 
@@ -185,12 +185,13 @@ def thread_extent(path, prefix: str = "threadIdx") -> int:
 
 # ------------------------------------------------------------------ strides
 
-def access_stride(buf_shape, indices, var: str):
+def access_stride(buf_shape, indices, var: str, coeff=linear_coeff):
     """Stride in elements of ``var`` in an access (MetaSchedule: the innermost dimension
-    that uses it decides); 0 when unused, None when not linear."""
+    that uses it decides); 0 when unused, None when not linear. ``coeff(index, var)``
+    reads a coefficient (``form_coeff`` for indices given as linear forms)."""
     stride = 1
     for dim, idx in zip(reversed(buf_shape), reversed(indices)):
-        c = linear_coeff(idx, var)
+        c = coeff(idx, var)
         if c is None:
             return None
         if c != 0:
@@ -212,23 +213,40 @@ def vectorizable_depth(func, block: str) -> int:
     extents = [lp.extent for lp in loops]
     ranges = {lp.var.name: (0, lp.extent - 1) for lp in loops}   # decide // and % of
     for shape, idx in accesses:                                     # blocked layouts
-        idx = tuple(simplify(substitute(i, bind), ranges) for i in idx)
-        strides = _Lazy(lambda n, shape=shape, idx=idx: access_stride(shape, idx,
-                                                                     loops[n].var.name))
+        # an index is simplified when a stride first needs it (strides look at the
+        # innermost dimensions first and stop at the first that uses the loop), to its
+        # linear form: the coefficients are read from its terms
+        idx = _Lazy(lambda d, idx=idx: _simplified(substitute(idx[d], bind), ranges), len(idx))
+        strides = _Lazy(lambda n, shape=shape, idx=idx: access_stride(
+            shape, idx, loops[n].var.name, _coeff))
         best = min(best, _fusible(strides, extents))
     return best
 
 
-class _Lazy:
-    """strides[n] computed on first use (the scan stops at the first loop that breaks)."""
+def _simplified(e, ranges: dict):
+    """``simplify(e, ranges)`` as its linear form where it has one, else the expression."""
+    form = simplified_form(e, ranges)
+    return simplify(e, ranges) if form is None else form
 
-    def __init__(self, fn):
-        self.fn, self.memo = fn, {}
+
+def _coeff(idx, var: str):
+    return form_coeff(idx, var) if type(idx) is tuple else linear_coeff(idx, var)
+
+
+class _Lazy:
+    """seq[n] computed on first use (the scan stops at the first loop that breaks);
+    ``size``: a sequence of that length (``reversed`` walks it from the end)."""
+
+    def __init__(self, fn, size: int = 0):
+        self.fn, self.memo, self.size = fn, {}, size
 
     def __getitem__(self, n):
         if n not in self.memo:
             self.memo[n] = self.fn(n)
         return self.memo[n]
+
+    def __len__(self) -> int:
+        return self.size
 
 
 def _fusible(strides, extents: list) -> int:

@@ -3,7 +3,7 @@ design part of a trace from what postprocessors appended."""
 from __future__ import annotations
 
 from ..schedule import Instruction, Trace
-from ..schedule.rv import INLINE, ROOT, RV
+from ..schedule.rv import INLINE, ROOT, RV, BlockRV, ExprRV, LoopRV
 from ..schedule.trace import replay  # noqa: F401 (the space's modules import it from here)
 
 
@@ -74,9 +74,11 @@ def follows(trace: Trace, prefix: Trace) -> bool:
     env: dict = {}
     for a, b in zip(trace.insts, prefix.insts):
         if (a.kind != b.kind or len(a.inputs) != len(b.inputs)
-                or len(a.outputs) != len(b.outputs)
-                or not all(_same(x, y, env) for x, y in zip(a.inputs, b.inputs))):
+                or len(a.outputs) != len(b.outputs)):
             return False
+        for x, y in zip(a.inputs, b.inputs):
+            if not _same(x, y, env):
+                return False
         for o, p in zip(a.outputs, b.outputs):
             if o.prefix != p.prefix:
                 return False
@@ -87,6 +89,12 @@ def follows(trace: Trace, prefix: Trace) -> bool:
 def _same(x, y, env) -> bool:
     """Equal as ``structure`` encodes them: ROOT and INLINE by identity, other handles by
     where they were defined, lists and tuples alike, anything else by ``==``."""
+    t = type(x)
+    if t is type(y):
+        if t in _PLAIN:
+            return x == y
+        if t in _HANDLES:
+            return env.get(x) is y
     if isinstance(x, RV) or isinstance(y, RV):
         if x is ROOT or x is INLINE or y is ROOT or y is INLINE:
             return x is y
@@ -95,3 +103,7 @@ def _same(x, y, env) -> bool:
         return (isinstance(x, (list, tuple)) and isinstance(y, (list, tuple))
                 and len(x) == len(y) and all(_same(a, b, env) for a, b in zip(x, y)))
     return x == y
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))   # compared by == whatever the path
+_HANDLES = frozenset((BlockRV, LoopRV, ExprRV))           # not ROOT or INLINE (a subclass)
