@@ -76,6 +76,35 @@ Within issue 17's 10 ms on all three. A 256-trial C6 run (``explorer tune --op c
 --shape 1,128,28,28,128,3,3 --param padding=1 --trials 256``) took 4 min 19 s of wall
 time at the same load (search 87 s, measurement 156 s, training 6 s; 1 min 53 s of CPU
 in the tuner's process): over the issue's 3 minutes, the search waiting for a core.
+
+Session 14 (2-core Intel Xeon, icelake-server in LLVM's words, AVX-512, L2 1.25 MiB;
+Python runs slower here than on session 9's host; load average 0.2-0.9, the lock held;
+``--workloads gemm C2 C6 -n 24 --repeat 5``, before = 3221967, after = this session's
+two commits, run back to back; CPU ms per candidate, minimum of 5 processes, median in
+brackets):
+
+    apply+lower+features  gemm 1024^3 5.48 -> 4.78     C2 11.95 -> 9.90    C6 11.08 -> 9.23
+                                     (5.79 -> 5.15)      (12.15 -> 10.58)   (11.58 -> 9.68)
+    sample                gemm 1024^3 2.83 -> 2.48     C2  7.35 -> 6.15    C6  6.88 -> 5.70
+    instructions per candidate (callgrind, load-independent, apply+lower+features):
+                          gemm 1024^3 32.6M -> 28.0M   C2 65.1M -> 50.2M   C6 71.8M -> 53.8M
+    C2 by stage:          replay 20.6M -> 14.8M, postprocessing 16.5M -> 13.9M,
+                          lower 16.0M -> 11.6M, features 12.1M -> 9.7M (50.0M in all)
+
+Other runs on this shared host moved by 10-70% (neighbours' load the load average does
+not show: the same before tree gave C6 11.1 and 20.9 ms minutes apart); the instruction
+counts do not move. What changed: simplify with loop ranges keeps its answer on the
+node per ranges of the node's own variables (a block's bindings, substituted into each
+index of its stores and loads, were taken apart once per index, in lowering and in the
+vectorize plan); the vectorize plan simplifies an index only when a stride needs it,
+and reads the coefficient from its linear form; a chain simplify builds is kept as its
+own simplification (simplifying it again built an equal node, so split and fuse rebuilt
+blocks and loops that had not changed); cheaper handle invalidation, sketch matching,
+children by exact type, level_extents without min/max calls. Not kept: a Python path
+for the L1 set-pressure count of small tiles (16 lines: 8 us against numpy's 26 us, but
+256 lines: 46 against 34, and a C2 candidate makes 8 such counts, a third under 128
+lines: under 0.1 ms); a substitute that skips subtrees without a mapped variable (no
+fewer calls: each child's variables are asked for instead).
 """
 from __future__ import annotations
 

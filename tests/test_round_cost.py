@@ -257,3 +257,48 @@ def test_map_realizes_rebuilds_what_transform_stmt_rebuilds(samples):
                     # the realizes fn kept are the same objects
                     kept = {id(n) for n in iter_nodes(got)}
                     assert id(index_of(sch.func).blocks[names[-1]][0]) in kept
+
+
+def test_ranged_forms_kept_and_strides_from_forms_equal_recomputing_them(samples):
+    """The linear forms kept per loop ranges on a node equal computing them again under
+    those ranges; a node kept as its own simplification simplifies to an equal node; the
+    strides read from an index's linear form equal those of the simplified index; and the
+    samples these analyses built compute what numpy computes."""
+    from explorer import build
+    from explorer.ir import arith
+    from explorer.lower import lower
+    from explorer.ir.functor import collect_loads, substitute
+    ranged = same = strides = 0
+    for sp, schs in samples:
+        for sch in schs:
+            low = lower(sch)
+            for func in (sch.func, low):
+                for e in _exprs(func):
+                    for key, form in vars(e).get("_lin_ranged", {}).items():
+                        ranges = {n: r for n, r in zip(e._sorted_vars, key) if r is not None}
+                        again = arith._lin_of(e, ranges)
+                        assert list(form[0].items()) == list(again[0].items())
+                        assert form[1] == again[1]
+                        ranged += 1
+                    if vars(e).get("_simple") is arith._SAME:
+                        assert arith._simplify(e, None) == e
+                        same += 1
+            for name, (r, path) in index_of(sch.func).blocks.items():
+                loops = loops_of(path)
+                ranges = {lp.var.name: (0, lp.extent - 1) for lp in loops}
+                bind = {iv.var.name: v for iv, v in zip(r.block.iter_vars, r.iter_values)}
+                for idx in [r.block.body.indices] + [ld.indices for ld in
+                                                     collect_loads(r.block.body.value)]:
+                    for i in idx:
+                        x = substitute(i, bind)
+                        form = arith.simplified_form(x, ranges)
+                        if form is None:
+                            continue
+                        for lp in loops:
+                            assert arith.form_coeff(form, lp.var.name) == \
+                                arith.linear_coeff(arith.simplify(x, ranges), lp.var.name)
+                            strides += 1
+            args = sp.workload.make_args(3)
+            build(sch, "interp")(*args)
+            sp.workload.check(args)
+    assert ranged > 20 and same > 20 and strides > 100

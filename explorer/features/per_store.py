@@ -45,6 +45,8 @@ def arith_counts(all_nodes: list) -> list:
     counts = [0] * len(ARITH)
     fused: set = set()
     for node in all_nodes:
+        if type(node) not in _KIND:     # a variable, constant or load: no operation
+            continue
         name = _op_name(node)
         if name is None or id(node) in fused:
             continue

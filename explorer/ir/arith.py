@@ -39,7 +39,7 @@ def _lin_ranged(e: Expr, ranges: dict) -> tuple[dict, int]:
     """``_lin_of(e, ranges)``, kept on the node per ranges of its own variables (all the
     answer depends on): a block's bindings, substituted into each of its indices, are
     taken apart with the same loop ranges once, not once per index."""
-    memo, key = _memo_of(e, "_lin_ranged"), _ranges_key(e, ranges)
+    memo, key = _memo_for(e, "_lin_ranged", ranges)
     out = memo.get(key)
     if out is None:
         out = _lin_of(e, ranges)
@@ -50,23 +50,19 @@ def _lin_ranged(e: Expr, ranges: dict) -> tuple[dict, int]:
     return out
 
 
-def _ranges_key(e: Expr, ranges: dict) -> tuple:
-    """The ranges (or None) of ``e``'s own variables, in name order: what an analysis of
-    ``e`` under ``ranges`` depends on, as a key of the analyses kept on ``e``."""
+def _memo_for(e: Expr, attr: str, ranges: dict) -> tuple:
+    """(the dict kept on ``e`` under ``attr``, made on first use; the key in it of
+    ``ranges``): the ranges (or None) of ``e``'s own variables in name order, all that
+    an analysis of ``e`` under ``ranges`` depends on."""
     names = getattr(e, "_sorted_vars", None)
     if names is None:
         names = tuple(sorted(expr_vars(e)))
         _keep(e, "_sorted_vars", names)
-    return tuple([ranges.get(n) for n in names])
-
-
-def _memo_of(e: Expr, attr: str) -> dict:
-    """The dict kept on ``e`` under ``attr`` (made empty on first use)."""
     memo = getattr(e, attr, None)
     if memo is None:
         memo = {}
         _keep(e, attr, memo)
-    return memo
+    return memo, tuple([ranges.get(n) for n in names])
 
 
 def _lin_of(e: Expr, ranges) -> tuple[dict, int]:
@@ -405,7 +401,7 @@ def sym_bounds(e: Expr, ranged: dict) -> tuple[Expr, Expr]:
     """Bounds of ``e`` as ``ranged`` vars (name -> (lo, hi)) vary; others stay symbolic.
     Kept on the node per ranges of its own variables (all the answer depends on):
     lowering asks again for each place it tries to allocate a buffer."""
-    memo, key = _memo_of(e, "_sym_bounds"), _ranges_key(e, ranged)
+    memo, key = _memo_for(e, "_sym_bounds", ranged)
     out = memo.get(key)
     if out is None:
         try:

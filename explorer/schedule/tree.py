@@ -66,6 +66,9 @@ def _realizes_under(stmt: Stmt) -> list:
     stack = [(k, ()) for k in reversed(stmt_children(stmt))]
     while stack:
         node, path = stack.pop()
+        while type(node) is For:    # down a chain of loops without the stack
+            path = path + (node,)
+            node = node.body
         if isinstance(node, BlockRealize):
             out.append((node, path))
             continue
