@@ -163,7 +163,7 @@ def stmt_children(s: Stmt) -> tuple:
 
 
 def rebuild_stmt(s: Stmt, kids: tuple) -> Stmt:
-    if type(s) is For or isinstance(s, For):
+    if isinstance(s, For):
         return s.with_(body=kids[0])
     if isinstance(s, SeqStmt):
         from .stmt import seq
