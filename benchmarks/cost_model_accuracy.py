@@ -178,14 +178,16 @@ def _vectorize_innermost(sch, block) -> None:
 PASSES = 4
 
 
-def time_kernel(kernel, args, min_seconds: float = 0.01, repeats: int = 5) -> float:
+def time_kernel(kernel, args, min_seconds: float = 0.01, repeats: int = 5,
+                threads: int = 1) -> float:
     """Fastest of ``repeats`` timed repeats (each >= ``min_seconds``, all within
     ``repeats`` x 0.5 s; a slower kernel is timed once), timed as the tuner times
     candidates: on a shared machine other processes only ever add time, so the
     minimum ranks candidates most stably (measured here under load: two passes
     agree on 0.915 of pairs with the minimum of 5, 0.846 with the median of 3)."""
     cfg = RunConfig(repeats=repeats, min_repeat_secs=min_seconds)
-    return min(time_call(fast_call(kernel, args), cfg, budget_secs=0.5 * repeats))
+    return min(time_call(fast_call(kernel, args), cfg, budget_secs=0.5 * repeats,
+                         threads=threads))
 
 
 def measure_workload(key: str, count: int, data_dir: str, target, passes: int = PASSES) -> dict:
@@ -210,12 +212,13 @@ def measure_workload(key: str, count: int, data_dir: str, target, passes: int = 
         kernel(*args)
         wl.check(args)
         kernels.append(kernel)
-        first.append(time_kernel(kernel, args))
+        first.append(time_kernel(kernel, args, threads=target.num_cores or 1))
         seeds.append(seed)
         if len(kernels) % 50 == 0:
             print(f"  {key}: {len(kernels)}/{count} built and measured, "
                   f"{time.time() - t_start:.0f} s", flush=True)
-    runs = [first] + [[time_kernel(k, args) for k in kernels] for _ in range(passes - 1)]
+    runs = [first] + [[time_kernel(k, args, threads=target.num_cores or 1) for k in kernels]
+                      for _ in range(passes - 1)]
     runs = np.asarray(runs)
     out = {"costs": runs.min(axis=0), "passes": runs, "seeds": np.asarray(seeds),
            "flops": np.asarray(wl.flops)}

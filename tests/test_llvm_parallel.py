@@ -230,8 +230,19 @@ with runtime.bound_team(2) as team:
     for _ in range(50):
         kern(a)
 after = sorted(os.sched_getaffinity(0))
+total = float(a.sum())
+from explorer.measure.config import RunConfig
+from explorer.measure.timing import time_call
+seen = []
+def call():
+    kern(a)
+    seen.append(sorted(os.sched_getaffinity(0)))
+times = time_call(call, RunConfig(repeats=2, min_repeat_secs=0.001), threads=2)
 print(json.dumps({"cpus": cpus, "bound": team.bound, "single": single, "inside": inside,
-                  "threads": threads, "after": after, "sum": float(a.sum())}))
+                  "threads": threads, "after": after, "sum": total,
+                  "timed": sorted({tuple(x) for x in seen}), "times": len(times),
+                  "calls": len(seen), "timed_sum": float(a.sum()),
+                  "after_timed": sorted(os.sched_getaffinity(0))}))
 """
 
 
@@ -251,10 +262,14 @@ def test_bound_team_pins_one_thread_a_core_and_frees_the_master_after():
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["sum"] == 51 * 64 * 16       # 1 + 50 runs, each adding 1: still correct
     assert r["single"] == [False, True]    # one thread: nothing pinned
-    assert r["after"] == r["cpus"]
+    assert r["after"] == r["cpus"] and r["after_timed"] == r["cpus"]
+    # time_call (demos, benchmarks: timing in this process) binds the team the same way
+    assert r["times"] == 2 and r["timed_sum"] == r["sum"] + r["calls"] * 64 * 16
     if len(r["cpus"]) < 2:
         assert r["bound"] is False and r["inside"] == r["cpus"]
+        assert r["timed"] == [r["cpus"]]
         return
+    assert r["timed"] == [[r["cpus"][0]]]
     assert r["bound"] is True
     assert r["inside"] == [r["cpus"][0]]   # the master: the first core of its affinity
     # the team's other thread sits on the second core

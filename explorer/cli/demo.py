@@ -32,9 +32,9 @@ def tiled_gemm(wl, tile_i: int = 8, tile_j: int = 16):
     return sch
 
 
-def _time(call, repeats: int = 5) -> float:
+def _time(call, repeats: int = 5, threads: int = 1) -> float:
     """Median seconds of ``call`` in this process, timed as the tuner times candidates."""
-    return float(np.median(time_call(call, RunConfig(repeats=repeats))))
+    return float(np.median(time_call(call, RunConfig(repeats=repeats), threads=threads)))
 
 
 def add_arguments(p) -> None:
@@ -77,7 +77,8 @@ def main(args) -> int:
     print("\n# trace\n" + "\n".join(sch.trace.as_python()))
     kernel = build(sch, target)
     kargs = wl.make_args(0)
-    secs = _time(fast_call(kernel, kargs), repeats=1 if target.kind == "interp" else 5)
+    secs = _time(fast_call(kernel, kargs), repeats=1 if target.kind == "interp" else 5,
+                 threads=getattr(target, "num_cores", None) or 1)
     err = wl.check(kargs)
     ref = _numpy_secs(wl)
     print(f"\n{wl.key} on {args.target}: {secs * 1e3:.3f} ms, {wl.flops / secs / 1e9:.2f} "

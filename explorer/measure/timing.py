@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..backends.llvm.runtime import bound_team
+
 
 WARM_SECS = 0.05
 
@@ -171,9 +173,13 @@ def time_repeats(call, first_secs: float, cfg, budget_secs: float, flush=None) -
     return samples, number
 
 
-def time_call(call, cfg, budget_secs: float = math.inf) -> list:
+def time_call(call, cfg, budget_secs: float = math.inf, threads: int = 1) -> list:
     """Seconds per call of each timed repeat of ``call`` under ``cfg`` (a ``RunConfig``):
     one first call, then ``time_repeats`` within ``budget_secs``. For a callable timed
-    in this process (a demo, a benchmark); the tuner times in worker processes."""
-    first = timed(call)
-    return time_repeats(call, first, cfg, budget_secs)[0]
+    in this process (a demo, a benchmark); the tuner times in worker processes.
+    ``threads``: the kernel's parallel team, bound one thread to a core while it is
+    timed, as the tuner's workers time it (``bound_team``: an unbound team can queue
+    behind its own spinning master and read up to 200x slow)."""
+    with bound_team(threads):
+        first = timed(call)
+        return time_repeats(call, first, cfg, budget_secs)[0]
