@@ -119,8 +119,10 @@ def test_the_tuner_marks_counts_and_resumes_estimates(tmp_path):
     wl = ops.get("gemm", 64, 64, 64)
     db = tmp_path / "db"
     cfg = RunConfig(early_stop_factor=1.01)   # nearly every candidate slower than the best
+    # the expert first: the model's first picks alone are so alike that on a loaded
+    # machine none was 1% slower than the best before it (no estimate in 2 runs of 3)
     res = Tuner(wl, "llvm", trials=8, batch_size=8, database=db, seed=0, config=cfg,
-                seed_expert=False).run()
+                seed_expert=True).run()
     recs = Database(db).records(wl, res.target)
     est = [r for r in recs if r.meta.get("estimate")]
     assert est and res.estimated == len(est)
