@@ -130,6 +130,20 @@ def test_roofline_is_measured_once_for_this_host(m):
         measure_roofline("interp")
 
 
+def test_the_roof_over_a_workload_is_its_peak_or_its_bytes_at_the_bandwidth():
+    from explorer import ops
+    from explorer.measure import intensity
+    from explorer.measure.roofline import compulsory_bytes
+    roof = Roofline(200.0, 20.0, "given")       # ridge at 10 flop/byte
+    small, big = ops.gemm(16, 16, 16), ops.gemm(512, 512, 512)
+    assert compulsory_bytes(small) == 3 * 16 * 16 * 4      # A, B read, C written, fp32
+    assert intensity(small) == pytest.approx(2 * 16 ** 3 / (3 * 16 * 16 * 4))
+    assert roof.attainable_gflops(small) == pytest.approx(20.0 * intensity(small))
+    assert intensity(big) > roof.ridge and roof.attainable_gflops(big) == 200.0
+    copy = ops.get("row_sum", M=1024, N=1024)              # memory-bound: under the ridge
+    assert roof.attainable_gflops(copy) < 200.0
+
+
 def test_libraries_run_with_their_own_openmp_wait_not_our_runtimes(monkeypatch):
     # our runtime makes idle threads spin briefly then sleep (GOMP_ENV); PyTorch and
     # numpy keep their own policy, unless the user set one for everything

@@ -88,6 +88,16 @@ def test_every_task_gets_trials_and_the_table_times_each_against_numpy(tmp_path,
                for line in text.splitlines())
     for name in ("g", "r", "c", "network (weighted)"):
         assert any(line.startswith(name + " ") for line in text.splitlines()), name
+    # each task's share of what the host allows it, from a roofline measured in the run
+    roof = table["roofline"]
+    assert roof["peak_gflops"] > 1 and roof["bandwidth_gbs"] > 0.5
+    for e in table["tasks"]:
+        assert 0 < e["roof_gflops"] <= roof["peak_gflops"]
+        share = round(100 * e["flops"] / e["rows"]["tuned"]["median_secs"] / 1e9
+                      / e["roof_gflops"])
+        row = [ln for ln in text.splitlines() if ln.startswith(e["task"] + " ")][-1]
+        assert row.rstrip().endswith(f"{share}%"), row
+    assert "of roof = tuned GFLOP/s over what this host allows" in text
     assert "nan" not in text
     # later: the same database timed again against the libraries
     assert cli.main(["bench", "--suite", str(suite), "--db", str(tmp_path / "db"),

@@ -14,6 +14,7 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from explorer.measure import intensity
 from explorer.target import as_target
 from explorer.ir.footprint import footprints
 from explorer.ir.loop_tree import block_infos, loop_infos
@@ -333,8 +334,7 @@ def roofline_point(workload, seconds: float, label: str = "kernel") -> tuple:
     a Schedule of it); bytes are the compulsory traffic: every input read and output
     written once."""
     wl = getattr(workload, "workload", None) or workload
-    nbytes = sum(int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in wl.func.params)
-    return label, wl.flops / nbytes, wl.flops / seconds / 1e9
+    return label, intensity(wl), wl.flops / seconds / 1e9
 
 
 def plot_roofline(ax, points, roof):

@@ -25,8 +25,20 @@ class SuiteBench(Bench):
     rows, no scaling or build-time checks); ``run_suite(tasks)`` gives the table."""
 
     def __init__(self, target, db, threads=None, rounds: int = 5, quick: bool = False,
-                 torch: bool = True, log=None):
+                 torch: bool = True, log=None, roof: bool = True):
         super().__init__(target, threads, rounds, quick, torch=torch, log=log, db=db)
+        self.roof = roof
+
+    def roofline(self):
+        """The host's roofline measured now, on the table's threads (None, with a note,
+        when it cannot be: the table is still timed)."""
+        from ..errors import ExplorerError
+        from ..measure import measure_roofline
+        try:
+            return measure_roofline(self.target)
+        except ExplorerError as e:
+            self.notes.append(f"no roofline: {e}")
+            return None
 
     def contenders(self, wl) -> list:
         rows = [self._tuned(wl)]
@@ -55,8 +67,13 @@ class SuiteBench(Bench):
                 "rows": out}
 
     def run_suite(self, tasks: list) -> dict:
-        """The table: one entry per task, then the weighted totals."""
+        """The table: one entry per task, then the weighted totals; with ``roof``, the
+        host's roofline measured first (before the pools time anything) and per task the
+        GFLOP/s it allows (``Roofline.attainable_gflops``)."""
+        roof = self.roofline() if self.roof else None
         entries = [self.run_task(t) for t in tasks]
+        for t, e in zip(tasks, entries):
+            e["roof_gflops"] = roof.attainable_gflops(t.workload) if roof else None
         totals = {}
         for impl in ("tuned",) + tuple(self.pools):
             secs = [e["rows"][impl]["median_secs"] for e in entries]
@@ -66,7 +83,7 @@ class SuiteBench(Bench):
                             else None, "tasks_timed": len(have)}
         return {"target": str(self.target), "threads": self.threads, "rounds": self.rounds,
                 "libraries": list(self.pools), "tasks": entries, "totals": totals,
-                "notes": list(self.notes)}
+                "roofline": roof.as_json() if roof else None, "notes": list(self.notes)}
 
 
 def _baseline(pool, impl, wl, cfg, threads):
@@ -100,7 +117,7 @@ def format_suite_table(table: dict) -> str:
     """The table as text: per task the medians and the libraries' time over ours."""
     libs = table["libraries"]
     head = ["task", "weight", "tuned ms", "GFLOP/s"] + [f"{lib} ms" for lib in libs] + \
-        [f"vs {lib}" for lib in libs]
+        [f"vs {lib}" for lib in libs] + ["of roof"]
     lines = [head]
     notes = []
     for e in table["tasks"]:
@@ -110,6 +127,8 @@ def format_suite_table(table: dict) -> str:
         cells += [_ms(rows[lib]["median_secs"]) for lib in libs]
         cells += [_ratio(rows[lib]["median_secs"] / tuned if tuned and rows[lib]["median_secs"]
                          else None) for lib in libs]
+        roof = e.get("roof_gflops")
+        cells.append(f"{100 * e['flops'] / tuned / 1e9 / roof:.0f}%" if tuned and roof else "-")
         lines.append(cells)
         for impl, r in rows.items():
             if r["median_secs"] is None:
@@ -122,7 +141,7 @@ def format_suite_table(table: dict) -> str:
     cells += [_ms(tot[lib]["weighted_secs"]) for lib in libs]
     cells += [_ratio(tot[lib]["weighted_secs"] / ours if ours and tot[lib]["weighted_secs"]
                      else None) for lib in libs]
-    lines.append(cells)
+    lines.append(cells + [""])
     widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
     text = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
                       enumerate(zip(r, widths))) for r in lines]
@@ -131,6 +150,12 @@ def format_suite_table(table: dict) -> str:
     text.append(f"target {table['target']}, {table['threads']} threads, {table['rounds']} "
                 "interleaved rounds, medians; vs LIB = LIB's time over ours (> 1: ours is "
                 "faster); network = sum of weight x median over the tasks")
+    roof = table.get("roofline")
+    if roof:
+        text.append(f"of roof = tuned GFLOP/s over what this host allows the task: the lower "
+                    f"of its FMA peak, {roof['peak_gflops']:.0f} GFLOP/s, and its compulsory "
+                    f"bytes at the copy bandwidth, {roof['bandwidth_gbs']:.1f} GB/s (both "
+                    "measured before the table)")
     for impl, t in tot.items():
         if t["weighted_secs"] is None:
             text.append(f"no network total for {impl}: {t['tasks_timed']} of "

@@ -45,9 +45,26 @@ class Roofline:
         """Arithmetic intensity (flop/byte) where the two roofs meet."""
         return self.peak_gflops / self.bandwidth_gbs
 
+    def attainable_gflops(self, workload) -> float:
+        """The roof over ``workload``: the compute peak, or its compulsory traffic at the
+        copy bandwidth where that is lower (``intensity x bandwidth``)."""
+        return min(self.peak_gflops, intensity(workload) * self.bandwidth_gbs)
+
     def as_json(self) -> dict:
         return {"peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
                 "source": self.source}
+
+
+def compulsory_bytes(workload) -> int:
+    """Bytes every run of ``workload`` moves at least: each parameter (every input read,
+    every output written) once."""
+    return sum(int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize
+               for p in workload.func.params)
+
+
+def intensity(workload) -> float:
+    """Arithmetic intensity of ``workload`` in flop/byte of its compulsory traffic."""
+    return workload.flops / max(1, compulsory_bytes(workload))
 
 
 def _splat(value: float, lanes: int) -> str:
