@@ -98,6 +98,7 @@ def test_every_task_gets_trials_and_the_table_times_each_against_numpy(tmp_path,
         row = [ln for ln in text.splitlines() if ln.startswith(e["task"] + " ")][-1]
         assert row.rstrip().endswith(f"{share}%"), row
     assert "of roof = tuned GFLOP/s over what this host allows" in text
+    assert "before and after the table" in table["roofline"]["source"]
     assert "nan" not in text
     # later: the same database timed again against the libraries
     assert cli.main(["bench", "--suite", str(suite), "--db", str(tmp_path / "db"),
@@ -112,6 +113,16 @@ def test_every_task_gets_trials_and_the_table_times_each_against_numpy(tmp_path,
     err = capsys.readouterr().err
     assert all(f"task {n} of --suite mlp has no tuned time: no record" in err
                for n in ("fc1", "fc2", "fc3"))
+
+
+def test_the_table_keeps_the_higher_roof_of_its_two_measurements():
+    from explorer.cli.suite_bench import higher_roof
+    from explorer.measure import Roofline
+    busy, quiet = Roofline(163.0, 30.0, "m"), Roofline(340.0, 21.0, "m")
+    roof = higher_roof(busy, quiet)
+    assert (roof.peak_gflops, roof.bandwidth_gbs) == (340.0, 30.0)
+    assert "before and after" in roof.source
+    assert higher_roof(None, quiet) is quiet and higher_roof(busy, None) is busy
 
 
 def test_warm_up_gives_every_task_a_round_before_any_task_gets_a_second(tmp_path):
