@@ -115,6 +115,23 @@ def test_every_task_gets_trials_and_the_table_times_each_against_numpy(tmp_path,
                for n in ("fc1", "fc2", "fc3"))
 
 
+def test_a_failed_closing_table_says_where_the_tuning_is_and_how_to_time_it(
+        tmp_path, suite, capsys, monkeypatch):
+    from explorer.cli import suite_bench
+
+    def broken(*a, **k):
+        raise RuntimeError("the table broke")
+    monkeypatch.setattr(suite_bench, "print_suite_table", broken)
+    db = tmp_path / "db"
+    assert _tune(suite, db, "--trials-per-task", "2") != 0
+    err = capsys.readouterr().err
+    assert f"saved in {db}: time it with explorer bench --suite {suite} --db {db}" in err
+    assert "the table broke" in err
+    monkeypatch.undo()
+    assert cli.main(["bench", "--suite", str(suite), "--db", str(db), "--repeats", "1",
+                     "--no-torch"]) == 0      # what the message says works
+
+
 def test_the_table_keeps_the_higher_roof_of_its_two_measurements():
     from explorer.cli.suite_bench import higher_roof
     from explorer.measure import Roofline

@@ -449,8 +449,14 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
     elif not args.no_numpy:
         from .suite_bench import print_suite_table
         table_start = time.perf_counter()
-        table = print_suite_table(tasks, target, db, rounds=args.table_rounds,
-                                  log=(lambda m: None) if args.quiet else None)
+        try:
+            table = print_suite_table(tasks, target, db, rounds=args.table_rounds,
+                                      log=(lambda m: None) if args.quiet else None)
+        except BaseException:    # the tuning is kept: say where, and how to time it
+            print(f"explorer tune: the closing table did not finish; every task's tuning "
+                  f"is saved in {db.path}: time it with explorer bench --suite "
+                  f"{args.suite} --db {db.path}", file=sys.stderr, flush=True)
+            raise
         ts.phase_seconds["table"] = round(time.perf_counter() - table_start, 3)
     wall = time.perf_counter() - start
     times = _suite_times(ts, results, wall)
