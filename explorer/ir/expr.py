@@ -10,7 +10,7 @@ structural equality, use :func:`equal` for the comparison node.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Union
 
 DTYPES = ("float32", "float64", "int32", "bool")
@@ -199,8 +199,34 @@ def keep_hash(cls) -> type:
     return cls
 
 
+def quick_init(cls) -> type:
+    """Give frozen dataclass ``cls`` the ``__init__`` dataclasses writes (same parameters
+    and defaults, the fields set in the same order) with ``object.__setattr__`` looked up
+    once, not once per field through a global and an attribute (a ``For`` 0.96 -> 0.90 us;
+    every edit, simplification and lowering builds nodes)."""
+    params, sets, space = [], [], {"_set": object.__setattr__}
+    for f in fields(cls):
+        if not f.init:
+            continue
+        if f.default is not MISSING:
+            space[f"_d_{f.name}"] = f.default
+            params.append(f"{f.name}=_d_{f.name}")
+        elif f.default_factory is not MISSING:
+            raise TypeError(f"quick_init: {cls.__name__}.{f.name} has a default_factory")
+        else:
+            params.append(f.name)
+        sets.append(f"    _set(self, {f.name!r}, {f.name})\n")
+    exec(f"def __init__(self, {', '.join(params)}):\n" + ("".join(sets) or "    pass\n"),
+         space)
+    space["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = space["__init__"]
+    return cls
+
+
 for _cls in (IntImm, FloatImm, BinaryOp, Not, Cast, Call, Select, BufferLoad):
     keep_hash(_cls)
+for _cls in (Var, IntImm, FloatImm, BinaryOp, Not, Cast, Call, Select, BufferLoad, Buffer):
+    quick_init(_cls)
 
 
 MATH_OPS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid")

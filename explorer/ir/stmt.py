@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .expr import Buffer, Expr, Var, const, keep_hash
+from .expr import Buffer, Expr, Var, const, keep_hash, quick_init
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread")
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -193,6 +193,9 @@ def _fast_with(cls) -> None:
 
 for _cls in (BufferStore, Block, BlockRealize, For, SeqStmt, IfThenElse, Allocate, PrimFunc):
     keep_hash(_cls)
+for _cls in (BufferStore, IterVar, Block, BlockRealize, For, SeqStmt, IfThenElse, Allocate,
+             PrimFunc):
+    quick_init(_cls)
 for _cls in (BufferStore, Block, BlockRealize, For, SeqStmt, IfThenElse, Allocate, PrimFunc):
     _fast_with(_cls)
 
