@@ -178,30 +178,60 @@ def _check_no_reduction(func, loop: str, prim: str, why: str):
 
 def set_kind(func, loop: str, kind: str, thread: str | None = None) -> object:
     node, _ = find_loop(func, loop, kind)
-    if node.kind == "thread" and kind != "thread":
-        raise ScheduleError(f"{kind}: loop {loop!r} is bound to {node.thread}; a bound loop "
-                            "keeps its binding")
+    _check_unbound(loop, kind, node.kind, node.thread)
     return replace_loop(func, loop, node.with_(kind=kind, thread=thread))
 
 
+def _check_unbound(loop: str, kind: str, now: str, thread) -> None:
+    if now == "thread" and kind != "thread":
+        raise ScheduleError(f"{kind}: loop {loop!r} is bound to {thread}; a bound loop "
+                            "keeps its binding")
+
+
+def check_kind(func, loop: str, kind: str, now: tuple) -> None:
+    """Raise unless ``loop`` may become ``kind`` ("parallel", "vectorized" or "unrolled");
+    ``now``: its (kind, thread) as scheduled so far. Nothing here reads a loop's kind or
+    annotations but ``now``: the schedule checks against its function before pending
+    annotation and kind changes are applied, and applies the change with them."""
+    if kind == "parallel":
+        node = _check_no_reduction(func, loop, "parallel", "running its iterations at once "
+                                   "would race on the accumulator")
+        for r in realizes_in(node.body):
+            if "S" not in loop_role(loop, r) and r.block.body.buffer in func.params:
+                raise ScheduleError(f"parallel: loop {loop!r} does not index the output of "
+                                    f"block {r.block.name!r}: its iterations would write the "
+                                    "same elements")
+    elif kind == "vectorized":
+        _check_no_reduction(func, loop, "vectorize",
+                            "its iterations carry a dependence through the accumulator")
+    else:
+        find_loop(func, loop, kind)
+    _check_unbound(loop, kind, *now)
+
+
 def parallel(func, loop: str) -> object:
-    node = _check_no_reduction(func, loop, "parallel",
-                               "running its iterations at once would race on the accumulator")
-    for r in realizes_in(node.body):
-        if "S" not in loop_role(loop, r) and r.block.body.buffer in func.params:
-            raise ScheduleError(f"parallel: loop {loop!r} does not index the output of block "
-                                f"{r.block.name!r}: its iterations would write the same elements")
-    return set_kind(func, loop, "parallel")
+    check_kind(func, loop, "parallel", _kind_of(func, loop, "parallel"))
+    return replace_kind(func, loop, "parallel")
 
 
 def vectorize(func, loop: str) -> object:
-    _check_no_reduction(func, loop, "vectorize",
-                        "its iterations carry a dependence through the accumulator")
-    return set_kind(func, loop, "vectorized")
+    check_kind(func, loop, "vectorized", _kind_of(func, loop, "vectorize"))
+    return replace_kind(func, loop, "vectorized")
 
 
 def unroll(func, loop: str) -> object:
-    return set_kind(func, loop, "unrolled")
+    check_kind(func, loop, "unrolled", _kind_of(func, loop, "unrolled"))
+    return replace_kind(func, loop, "unrolled")
+
+
+def _kind_of(func, loop: str, prim: str) -> tuple:
+    node, _ = find_loop(func, loop, prim)
+    return node.kind, node.thread
+
+
+def replace_kind(func, loop: str, kind: str) -> object:
+    node, _ = find_loop(func, loop, kind)
+    return replace_loop(func, loop, node.with_(kind=kind, thread=None))
 
 
 # A block annotated so (``Schedule.annotate(block, CROSS_THREAD_REDUCTION, 1)``) may have

@@ -67,9 +67,10 @@ class Schedule:
     # ------------------------------------------------------------ basics
     @property
     def func(self) -> PrimFunc:
-        """The function as scheduled so far. Annotations are applied when it is next
-        asked for: a run of ``annotate`` / ``unannotate`` (a sketch annotates every block,
-        postprocessing takes the annotations off again) rebuilds it once, not per call."""
+        """The function as scheduled so far. Annotations and loop kinds (``parallel``,
+        ``vectorize``, ``unroll``) are applied when it is next asked for: a run of them (a
+        sketch annotates every block, postprocessing takes the annotations off again and
+        unrolls loop after loop) rebuilds it once, not per call."""
         if self._pending:
             self._func, self._pending = set_annotations(self._func, self._pending), None
         return self._func
@@ -154,6 +155,13 @@ class Schedule:
         self._table[rv] = value
         return rv
 
+    def _record(self, kind: str, inputs: list, outputs: list, decision=None) -> None:
+        """Append an instruction that leaves the function as it is (a query, a sample);
+        pending annotations and kinds stay pending."""
+        if decision is not None:
+            self._decisions[len(self._insts)] = decision
+        self._insts.append(Instruction(kind, tuple(inputs), tuple(outputs)))
+
     def _commit(self, func: PrimFunc, kind: str, inputs: list, outputs: list, decision=None):
         old, self.func = self.func, func
         if decision is not None:
@@ -174,49 +182,51 @@ class Schedule:
                 table[rv] = None
 
     # ------------------------------------------------------------ queries
+    # (asked of the function before its pending annotations and kinds: they change no
+    # name, buffer or extent)
     def get_block(self, name: str) -> BlockRV:
         """The block called ``name``."""
-        find_block(self.func, name, "get_block")
+        find_block(self._func, name, "get_block")   # names: pending edits change none
         rv = self._new(BlockRV, name)
-        self._commit(self.func, "get_block", [name], [rv])
+        self._record("get_block", [name], [rv])
         return rv
 
     def get_loops(self, block: BlockRV) -> list:
         """The loops around ``block``, outermost first."""
-        _, path = find_block(self.func, self._block(block, "get_loops"), "get_loops")
+        _, path = find_block(self._func, self._block(block, "get_loops"), "get_loops")
         rvs = [self._new(LoopRV, lp.var.name) for lp in loops_of(path)]
-        self._commit(self.func, "get_loops", [block], rvs)
+        self._record("get_loops", [block], rvs)
         return rvs
 
     def get_child_blocks(self, parent) -> list:
         """Blocks under a loop, in execution order (none under a block)."""
         if isinstance(parent, LoopRV):
-            node, _ = find_loop(self.func, self._loop(parent, "get_child_blocks"))
+            node, _ = find_loop(self._func, self._loop(parent, "get_child_blocks"))
             names = [r.block.name for r in realizes_in(node.body)]
         else:
             self._block(parent, "get_child_blocks")
             names = []
         rvs = [self._new(BlockRV, n) for n in names]
-        self._commit(self.func, "get_child_blocks", [parent], rvs)
+        self._record("get_child_blocks", [parent], rvs)
         return rvs
 
     def get_producers(self, block: BlockRV) -> list:
         """Blocks that write what ``block`` reads."""
-        r, _ = find_block(self.func, self._block(block, "get_producers"))
+        r, _ = find_block(self._func, self._block(block, "get_producers"))
         names = []
         for b in r.block.reads():
-            names += [w for w in writers(self.func, b.name) if w not in names]
+            names += [w for w in writers(self._func, b.name) if w not in names]
         rvs = [self._new(BlockRV, n) for n in names]
-        self._commit(self.func, "get_producers", [block], rvs)
+        self._record("get_producers", [block], rvs)
         return rvs
 
     def get_consumers(self, block: BlockRV) -> list:
         """Blocks that read what ``block`` writes."""
         name = self._block(block, "get_consumers")
-        r, _ = find_block(self.func, name)
-        names = [c for c in readers(self.func, r.block.body.buffer.name) if c != name]
+        r, _ = find_block(self._func, name)
+        names = [c for c in readers(self._func, r.block.body.buffer.name) if c != name]
         rvs = [self._new(BlockRV, n) for n in names]
-        self._commit(self.func, "get_consumers", [block], rvs)
+        self._record("get_consumers", [block], rvs)
         return rvs
 
     # ------------------------------------------------------------ loops
@@ -275,18 +285,28 @@ class Schedule:
 
     def parallel(self, loop: LoopRV) -> None:
         """Run the loop's iterations on all cores (spatial loops only)."""
-        name = self._loop(loop, "parallel")
-        self._commit(loop_prims.parallel(self.func, name), "parallel", [loop], [])
+        self._set_kind(loop, "parallel", "parallel")
 
     def vectorize(self, loop: LoopRV) -> None:
         """Run the loop as SIMD lanes (spatial loops only)."""
-        name = self._loop(loop, "vectorize")
-        self._commit(loop_prims.vectorize(self.func, name), "vectorize", [loop], [])
+        self._set_kind(loop, "vectorized", "vectorize")
 
     def unroll(self, loop: LoopRV) -> None:
         """Unroll the loop completely in the generated code."""
-        name = self._loop(loop, "unroll")
-        self._commit(loop_prims.unroll(self.func, name), "unroll", [loop], [])
+        self._set_kind(loop, "unrolled", "unroll")
+
+    def _set_kind(self, loop: LoopRV, kind: str, prim: str) -> None:
+        """Check as ``loop_prims`` does, then change the loop's kind with the pending
+        annotations (no loop or block goes, so no handle dies)."""
+        name = self._loop(loop, prim)
+        where = ("loop", name)
+        pending = self._pending or {}
+        changes = pending.get(where, {})
+        node, _ = find_loop(self._func, name, prim)
+        now = (changes.get("kind", node.kind), changes.get("thread", node.thread))
+        loop_prims.check_kind(self._func, name, kind, now)
+        self._pending = {**pending, where: {**changes, "kind": kind, "thread": None}}
+        self._insts.append(Instruction(prim, (loop,), ()))
 
     def bind(self, loop: LoopRV, thread_axis: str) -> None:
         """Bind the loop to a GPU thread axis (blockIdx.x, threadIdx.x, vthread.x...)."""
@@ -406,7 +426,8 @@ class Schedule:
         name = self._loop(target, prim) if loop else self._block(target, prim)
         where = ("loop" if loop else "block", name)
         pending = self._pending or {}
-        items = pending.get(where)
+        changes = pending.get(where, {})
+        items = changes.get("annotations")
         if items is None:          # the loops and blocks are those of the pending func
             items = (find_loop(self._func, name, prim)[0].annotations if loop
                      else find_block(self._func, name, prim)[0].block.annotations)
@@ -417,19 +438,20 @@ class Schedule:
             anns.pop(key)
         else:
             anns[key] = value
-        # a new dict, never changed in place: copies of the schedule may share the old
-        self._pending = {**pending, where: tuple(sorted(anns.items()))}
+        # new dicts, never changed in place: copies of the schedule may share the old
+        items = tuple(sorted(anns.items()))
+        self._pending = {**pending, where: {**changes, "annotations": items}}
 
     # ------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 64,
                             decision=None) -> list:
         """Sample n factors whose product is the loop's extent (innermost bounded)."""
         name = self._loop(loop, "sample_perfect_tile")
-        node, _ = find_loop(self.func, name)
+        node, _ = find_loop(self._func, name)
         d = sampling.sample_perfect_tile(node.extent, n, max_innermost_factor, self._rng,
                                          decision)
         rvs = [self._new(ExprRV, x) for x in d]
-        self._commit(self.func, "sample_perfect_tile", [loop, n, max_innermost_factor], rvs, d)
+        self._record("sample_perfect_tile", [loop, n, max_innermost_factor], rvs, d)
         return rvs
 
     def sample_categorical(self, candidates: list, probs: list, decision=None) -> ExprRV:
@@ -443,7 +465,7 @@ class Schedule:
         probs = [p if type(p) in (int, float) else float(p) for p in probs]   # numpy: JSON
         d = sampling.sample_categorical(list(candidates), probs, self._rng, decision)
         rv = self._new(ExprRV, candidates[d])
-        self._commit(self.func, "sample_categorical", [list(candidates), probs], [rv], d)
+        self._record("sample_categorical", [list(candidates), probs], [rv], d)
         return rv
 
     def compute_location_options(self, block_name: str, only=None) -> list:

@@ -149,26 +149,27 @@ def _rebuilt(node: Stmt, new: dict, dirty: set):
 
 
 def set_annotations(func: PrimFunc, edits: dict) -> PrimFunc:
-    """``func`` with new annotations on some loops and blocks: ``edits`` maps ("loop",
-    name) or ("block", name) to the annotations (sorted items). As replacing each node
-    in turn would make it, but every ancestor is rebuilt once."""
+    """``func`` with new field values on some loops and blocks: ``edits`` maps ("loop",
+    name) or ("block", name) to the changes (field -> value: ``annotations`` as sorted
+    items; a loop's ``kind`` and ``thread`` too). As replacing each node in turn would
+    make it, but every ancestor is rebuilt once."""
     idx = index_of(func)
     new: dict = {}
     dirty: set = set()
-    for (kind, name), items in edits.items():
+    for (kind, name), changes in edits.items():
         node, path = (idx.loops if kind == "loop" else idx.blocks)[name]
-        new[id(node)] = items
+        new[id(node)] = changes
         dirty.update(map(id, path))
     return func.with_(body=_annotated(func.body, new, dirty))
 
 
 def _annotated(node: Stmt, new: dict, dirty: set) -> Stmt:
-    items = new.get(id(node))
+    changes = new.get(id(node))
     if type(node) is BlockRealize:
-        return node if items is None else node.with_(block=node.block.with_(annotations=items))
+        return node if changes is None else node.with_(block=node.block.with_(**changes))
     if id(node) in dirty:
         node = rebuild_stmt(node, tuple(_annotated(k, new, dirty) for k in stmt_children(node)))
-    return node if items is None else node.with_(annotations=items)
+    return node if changes is None else node.with_(**changes)
 
 
 def remove_block(func: PrimFunc, name: str) -> PrimFunc:

@@ -1,8 +1,9 @@
 """Rewrite parallel / vectorize / unroll annotations into loop kinds."""
 from __future__ import annotations
 
+from ...ir.functor import iter_nodes
 from ...ir.stmt import BlockRealize, For, SeqStmt
-from ...schedule.tree import block_names, find_loop, realizes_in
+from ...schedule.tree import block_names, realizes_in
 from .. import analysis as A
 from ..postproc import Postproc
 
@@ -67,14 +68,19 @@ class RewriteParallelVectorizeUnroll(Postproc):
             return
         sch.annotate(loop, A.AUTO_UNROLL_MAX_STEP, step)
         sch.annotate(loop, A.UNROLL_EXPLICIT_PRAGMA, int(explicit))
-        todo = set(unroll_plan(A.loop_node(sch, loop), step)[3])
-        for r in realizes_in(A.loop_node(sch, loop)):
+        node = A.loop_node(sch, loop)
+        todo = set(unroll_plan(node, step)[3])
+        # the kinds under ``loop`` as they are now: only the unrolls below change them,
+        # each loop once; asking ``sch.func`` would apply each unroll as it comes
+        serial = {lp.var.name for lp in iter_nodes(node)
+                  if type(lp) is For and lp.kind == "serial"}
+        for r in realizes_in(node):
             if not todo:
                 break
             block = sch.get_block(r.block.name)
             for lp in sch.get_loops(block):
                 name = sch.get(lp)
-                if name in todo and find_loop(sch.func, name)[0].kind == "serial":
+                if name in todo and name in serial:
                     sch.unroll(lp)
                     todo.discard(name)
 
