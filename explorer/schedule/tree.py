@@ -107,6 +107,9 @@ def replace_at(root: Stmt, path: tuple, old: Stmt, new) -> Stmt:
     removed, with the loops it leaves empty, when ``new`` is REMOVE); only the ancestors
     are rebuilt, every other node is shared. As ``transform_stmt`` would rewrite it."""
     for parent in reversed(path):
+        if type(parent) is For and new is not REMOVE:
+            old, new = parent, _loop_over(parent, new)
+            continue
         kids = stmt_children(parent)
         new_kids = [new if k is old else k for k in kids] if new is not REMOVE else \
             [k for k in kids if k is not old]
@@ -115,6 +118,12 @@ def replace_at(root: Stmt, path: tuple, old: Stmt, new) -> Stmt:
             continue
         old, new = parent, rebuild_stmt(parent, tuple(new_kids))
     return new
+
+
+def _loop_over(loop: For, body: Stmt) -> For:
+    """``rebuild_stmt(loop, (body,))`` without its calls: edits rebuild every loop above
+    the node they change, ~300 loops per C2 candidate."""
+    return For(loop.var, loop.extent, body, loop.kind, loop.thread, loop.annotations)
 
 
 def map_realizes(stmt: Stmt, fn) -> Stmt:
@@ -140,6 +149,9 @@ def _rebuilt(node: Stmt, new: dict, dirty: set):
         return hit
     if id(node) not in dirty:
         return node
+    if type(node) is For:       # a loop's one child: rebuilt as rebuild_stmt would
+        body = _rebuilt(node.body, new, dirty)
+        return REMOVE if body is REMOVE else _loop_over(node, body)
     kids = []
     for k in stmt_children(node):
         nk = _rebuilt(k, new, dirty)
@@ -167,6 +179,9 @@ def _annotated(node: Stmt, new: dict, dirty: set) -> Stmt:
     changes = new.get(id(node))
     if type(node) is BlockRealize:
         return node if changes is None else node.with_(block=node.block.with_(**changes))
+    if type(node) is For and changes is None:     # a loop above an edit, or none
+        return _loop_over(node, _annotated(node.body, new, dirty)) if id(node) in dirty \
+            else node
     if id(node) in dirty:
         node = rebuild_stmt(node, tuple(_annotated(k, new, dirty) for k in stmt_children(node)))
     return node if changes is None else node.with_(**changes)
