@@ -108,6 +108,37 @@ for the L1 set-pressure count of small tiles (16 lines: 8 us against numpy's 26 
 256 lines: 46 against 34, and a C2 candidate makes 8 such counts, a third under 128
 lines: under 0.1 ms); a substitute that skips subtrees without a mapped variable (no
 fewer calls: each child's variables are asked for instead).
+
+Session 15 (the same icelake-server Xeon, the lock held, load 0.4-0.9; before = ecf7b22,
+after = 4924302; two pairs of ``--workloads gemm C2 C6 -n 24 --repeat 5`` run in the
+order after, before, after, before; CPU ms per candidate, minimum of 5 processes, median
+in brackets, first pair / second pair):
+
+    apply+lower+features  gemm 1024^3 4.76 / 4.93 -> 4.57 / 4.70  (5.61 / 5.99 -> 4.65 / 5.04)
+                          C2          9.42 / 9.46 -> 8.88 / 8.90  (9.88 / 9.89 -> 9.07 / 9.05)
+                          C6          9.25 / 9.58 -> 8.71 / 8.93  (9.57 / 11.09 -> 8.92 / 9.64)
+    instructions per candidate (callgrind, apply+lower+features):
+                          gemm 1024^3 27.15M -> 25.99M   C2 50.08M -> 46.45M   C6 55.86M -> 51.52M
+    C2 by stage:          replay 15.73M -> 14.27M, postprocessing 12.80M -> 10.77M,
+                          lower 11.56M -> 11.46M, features 9.98M -> 9.96M
+    64-trial C2 tuning    22.5 -> 21.7 s of wall time, its search phase 10.37 -> 10.05 s
+                          (``--no-expert-seed``, one run each, back to back)
+
+C2's median is 0.55 ms over the 8.5 ms aimed at. What changed: loop kinds (``parallel``,
+``vectorize``, ``unroll``) wait with the pending annotations and are applied with them
+(the unroll postprocessor made one new function and index per loop), and queries and
+samples no longer apply what is pending (FuncIndex builds 33.5 -> 28.5 per C2
+candidate, functions built 35 -> 29); a loop above an edit is rebuilt directly
+(rebuild_stmt calls 471 -> 257 per candidate); node ``__init__`` binds
+``object.__setattr__`` once. Not done: deriving a function's FuncIndex from the old
+one. All 33.5 builds cost 0.31 ms of a C2 candidate's 8.7, and every entry's ancestor
+path holds the rebuilt loops up to the root, so an incremental index rewrites nearly
+every path the walk builds. Not kept: an ``__init__`` writing ``self.__dict__``
+(construction 0.99 -> 0.38 us, but a materialized instance dict made attribute reads
+2.3x slower: 50.07M -> 49.87M instructions, against 48.91M for the kept one); the L1
+set-pressure count over runs of lines for the innermost loop of stride <= a line
+(the same counts on 552 real and 5000 random cases, no faster on C2's: the scatter and
+the bincount over the span remain).
 """
 from __future__ import annotations
 
