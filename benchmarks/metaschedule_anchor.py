@@ -93,6 +93,20 @@ benchmarks ran beside some of ours. LLVM's compile was looked at and kept: O3 is
 about 60% of a build (O3 with the loop or SLP vectorizer, interleaving or inlining
 off saves under 5%, and some of these change some candidates' code; O2 or no
 unrolling changes most), so the builds now overlap the search, not made cheaper.
+
+Session 15, the same icelake-server Xeon, ``--cases C2``, load 1.0-1.9 (quiet but for
+this benchmark), after session 14's search-cost work and bound team:
+
+    case  ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    C2       245.2        98.3 (106.1)               103.2  2.49x  22.4 / 130.0 s = 0.172
+
+The wall-time target holds (0.216 in session 14, beside a loaded minute); the speed does
+not. 3x MetaSchedule's 98 GFLOP/s is 295, 77% of the two-thread FMA peak measured in the
+suite tables of the same morning (361-383 GFLOP/s) and 84% of session 13's (350). Ours is
+the expert's register tile (7 output columns x 32 channels, 14 accumulators); its
+neighbours measured slower in one run (2 threads, 11 rounds, loaded: C2 at 163 GFLOP/s against 142
+for 8 x 32, 132 for 4 x 32, 119 for 2 rows x 4 x 32, 101 for 14 x 16, 87 for 14 x 32;
+C6 likewise), so what remains is inside that tile, not in the search.
 """
 from __future__ import annotations
 

@@ -136,6 +136,13 @@ Xeon @ 2.80GHz (llvmlite ``icelake-server``, L2 1.25 MiB a core), ``--cases gemm
 C2 --trials 32``, load 1.7-2.2 from other agents (numpy 167 GFLOP/s on gemm 1024):
 gemm-1024 seeded 185.4, alone 172.3 (0.93); C2 seeded 157.2, alone 151.5 (0.96), PyTorch
 206.5 and 112.4.
+Session 15, the same Xeon, quiet (load 1.0-1.5, the lock held), the four cases, 64
+trials, GFLOP/s seeded / alone (alone / seeded): gemm-1024 352.2 / 351.2 (1.00; numpy
+294.4, PyTorch 347.9), C2 282.3 / 266.6 (0.94), C6 263.6 / 213.6 (0.81), qkv_out_proj
+318.0 / 289.9 (0.91); ``--cases C6`` again 16 minutes later: 184.7 / 176.0 (0.95, the host
+slower). C6's 0.81: both runs found the expert's 7 x 32 register tile, seeded with 32
+output channels a task (a 144 KiB packed weight panel), alone with 64 (288 KiB), 19%
+slower; the second run alone took the 144 KiB form.
 """
 from __future__ import annotations
 
