@@ -104,9 +104,9 @@ The wall-time target holds (0.216 in session 14, beside a loaded minute); the sp
 not. 3x MetaSchedule's 98 GFLOP/s is 295, 77% of the two-thread FMA peak measured in the
 suite tables of the same morning (361-383 GFLOP/s) and 84% of session 13's (350). Ours is
 the expert's register tile (7 output columns x 32 channels, 14 accumulators); its
-neighbours measured slower in one run (2 threads, 11 rounds, loaded: C2 at 163 GFLOP/s against 142
-for 8 x 32, 132 for 4 x 32, 119 for 2 rows x 4 x 32, 101 for 14 x 16, 87 for 14 x 32;
-C6 likewise), so what remains is inside that tile, not in the search.
+neighbours measured slower in one run (2 threads, 11 rounds, loaded: C2 at 163 GFLOP/s
+against 142 for 8 x 32, 132 for 4 x 32, 119 for 2 rows x 4 x 32, 101 for 14 x 16, 87
+for 14 x 32; C6 likewise), so what remains is inside that tile, not in the search.
 """
 from __future__ import annotations
 
