@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from .bench import Bench, Contender, _ms, _ratio
 from .. import ops
+from ..errors import ExplorerError
+from ..measure import Roofline, measure_roofline
 
 LIBS = ("numpy", "torch")
 
@@ -32,8 +34,6 @@ class SuiteBench(Bench):
     def roofline(self):
         """The host's roofline measured now, on the table's threads (None, with a note,
         when it cannot be: the table is still timed)."""
-        from ..errors import ExplorerError
-        from ..measure import measure_roofline
         try:
             return measure_roofline(self.target)
         except ExplorerError as e:
@@ -95,7 +95,6 @@ def higher_roof(before, after):
     """One roofline from two measurements, before and after a table: a roof is a
     maximum, and another process busy during one of them lowers it (a peak read at half
     while a neighbour held a core put a tuned conv at 134% of it)."""
-    from ..measure import Roofline
     if before is None or after is None:
         return before or after
     return Roofline(max(before.peak_gflops, after.peak_gflops),

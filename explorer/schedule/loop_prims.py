@@ -210,27 +210,21 @@ def check_kind(func, loop: str, kind: str, now: tuple) -> None:
 
 
 def parallel(func, loop: str) -> object:
-    check_kind(func, loop, "parallel", _kind_of(func, loop, "parallel"))
-    return replace_kind(func, loop, "parallel")
+    return _with_kind(func, loop, "parallel", "parallel")
 
 
 def vectorize(func, loop: str) -> object:
-    check_kind(func, loop, "vectorized", _kind_of(func, loop, "vectorize"))
-    return replace_kind(func, loop, "vectorized")
+    return _with_kind(func, loop, "vectorized", "vectorize")
 
 
 def unroll(func, loop: str) -> object:
-    check_kind(func, loop, "unrolled", _kind_of(func, loop, "unrolled"))
-    return replace_kind(func, loop, "unrolled")
+    return _with_kind(func, loop, "unrolled", "unrolled")
 
 
-def _kind_of(func, loop: str, prim: str) -> tuple:
+def _with_kind(func, loop: str, kind: str, prim: str) -> object:
+    """``func`` with ``loop`` made ``kind``, checked by ``check_kind``."""
     node, _ = find_loop(func, loop, prim)
-    return node.kind, node.thread
-
-
-def replace_kind(func, loop: str, kind: str) -> object:
-    node, _ = find_loop(func, loop, kind)
+    check_kind(func, loop, kind, (node.kind, node.thread))
     return replace_loop(func, loop, node.with_(kind=kind, thread=None))
 
 

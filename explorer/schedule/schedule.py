@@ -156,17 +156,15 @@ class Schedule:
         return rv
 
     def _record(self, kind: str, inputs: list, outputs: list, decision=None) -> None:
-        """Append an instruction that leaves the function as it is (a query, a sample);
-        pending annotations and kinds stay pending."""
+        """Append an instruction; alone, for one that leaves the function as it is (a
+        query, a sample, a pending kind): pending annotations and kinds stay pending."""
         if decision is not None:
             self._decisions[len(self._insts)] = decision
         self._insts.append(Instruction(kind, tuple(inputs), tuple(outputs)))
 
     def _commit(self, func: PrimFunc, kind: str, inputs: list, outputs: list, decision=None):
         old, self.func = self.func, func
-        if decision is not None:
-            self._decisions[len(self._insts)] = decision
-        self._insts.append(Instruction(kind, tuple(inputs), tuple(outputs)))
+        self._record(kind, inputs, outputs, decision)
         if func is old:
             return
         # handles die with their loop or block; only names that went away can kill one
@@ -306,7 +304,7 @@ class Schedule:
         now = (changes.get("kind", node.kind), changes.get("thread", node.thread))
         loop_prims.check_kind(self._func, name, kind, now)
         self._pending = {**pending, where: {**changes, "kind": kind, "thread": None}}
-        self._insts.append(Instruction(prim, (loop,), ()))
+        self._record(prim, [loop], [])
 
     def bind(self, loop: LoopRV, thread_axis: str) -> None:
         """Bind the loop to a GPU thread axis (blockIdx.x, threadIdx.x, vthread.x...)."""
