@@ -152,6 +152,8 @@ import os
 import sys
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from explorer import ops  # noqa: E402
@@ -167,13 +169,15 @@ METASCHEDULE = {"gemm-1024": (119.0, 270.0), "C2": (106.0, 270.0)}  # GFLOP/s, w
 
 
 def workload(name: str):
-    if name == "gemm-1024":
-        return ops.gemm(1024, 1024, 1024)
+    if name.startswith("gemm-") and name[5:].isdigit() and int(name[5:]) > 0:
+        n = int(name[5:])
+        return ops.gemm(n, n, n)
     for suite in ("resnet18", "bert_base"):
         for t in suite_tasks(suite):
             if t["name"] == name:
                 return ops.get(t["op"], **t["params"])
-    raise ExplorerError(f"unknown case {name!r}: use gemm-1024, C1..C12 or a bert_base task "
+    raise ExplorerError(f"unknown case {name!r}: use gemm-N (gemm N^3, such as gemm-1024), "
+                        f"C1..C12 or a bert_base task "
                         f"({', '.join(t['name'] for t in suite_tasks('bert_base'))})")
 
 
@@ -238,11 +242,13 @@ def final_timing(b, wl, target, runs: dict, rounds: int) -> list:
     return [c.row(wl.flops) for c in rows]
 
 
-def main() -> None:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", nargs="+", default=["gemm-1024", "C2"])
     p.add_argument("--trials", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", "--seed", dest="seeds", type=int, nargs="+", default=[0],
+                   help="tune both ways once per seed (default 0); with several, the case "
+                        "reports each seed's ratio and their median")
     p.add_argument("--rounds", type=int, default=7, help="interleaved final timing rounds")
     p.add_argument("--json", default=None)
     p.add_argument("--before", action="store_true",
@@ -250,9 +256,11 @@ def main() -> None:
                         "round): the 'before' row")
     p.add_argument("--no-pretrained", action="store_true",
                    help="start every run's cost model cold (no shipped pre-trained model)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.trials < 1 or args.rounds < 1:
         p.error("--trials and --rounds must be at least 1")
+    if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
+        p.error(f"--seeds must be distinct integers >= 0, got {' '.join(map(str, args.seeds))}")
     target = Target("llvm")
     try:
         cases = [(name, workload(name)) for name in args.cases]
@@ -262,24 +270,30 @@ def main() -> None:
     b = bench.Bench(target, target.num_cores, args.rounds)
     if "torch" not in b.pools:
         print("# PyTorch is not installed: no PyTorch column", flush=True)
-    report = {"target": target.describe(), "trials": args.trials, "seed": args.seed,
+    report = {"target": target.describe(), "trials": args.trials, "seeds": args.seeds,
               "load_start": os.getloadavg(), "cases": []}
     try:
         for name, wl in cases:
             runs = {}
             plan = [("seeded", True, False), ("alone", False, False)]
-            for label, seeded, before in plan + [("before", False, True)] * args.before:
-                run = tune(wl, target, args.trials, args.seed, seeded, before,
-                           not args.no_pretrained)
-                runs[label] = run
-                run["shape"] = shape_of(DesignSpace(wl, target), run["trace"])
-                print(f"{name} {label}: {run['best_gflops'] or 0:.1f} GFLOP/s while tuning, "
-                      f"{run['wall_secs']:.0f} s, load {run['load_after']:.1f}, "
-                      f"pre-trained model: {run['pretrained'] or 'none'}\n  best: "
-                      f"{run['shape']}", flush=True)
+            plan += [("before", False, True)] * args.before
+            for seed in args.seeds:
+                for kind, seeded, before in plan:
+                    label = run_label(kind, seed, args.seeds)
+                    run = tune(wl, target, args.trials, seed, seeded, before,
+                               not args.no_pretrained)
+                    run["seed"] = seed
+                    runs[label] = run
+                    run["shape"] = shape_of(DesignSpace(wl, target), run["trace"])
+                    print(f"{name} {label}: {run['best_gflops'] or 0:.1f} GFLOP/s while "
+                          f"tuning, {run['wall_secs']:.0f} s, load {run['load_after']:.1f}, "
+                          f"pre-trained model: {run['pretrained'] or 'none'}\n  best: "
+                          f"{run['shape']}", flush=True)
             rows = final_timing(b, wl, target, runs, args.rounds)
-            report["cases"].append({"case": name, "key": wl.key, "runs": runs, "rows": rows})
-            print(format_case(name, runs, rows), flush=True)
+            summary = seed_summary(rows, args.seeds)
+            report["cases"].append({"case": name, "key": wl.key, "runs": runs, "rows": rows,
+                                    "summary": summary})
+            print(format_case(name, runs, rows, args.seeds), flush=True)
     finally:
         b.close()
     report["load_end"] = os.getloadavg()
@@ -287,9 +301,34 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
         print(f"wrote {args.json}")
+    return 0
 
 
-def format_case(name: str, runs: dict, rows: list) -> str:
+def run_label(kind: str, seed: int, seeds: list) -> str:
+    """A run's name in the table: ``seeded``, ``alone``, ``before``, with `` s<seed>``
+    when the case is tuned with several seeds."""
+    return kind if len(seeds) == 1 else f"{kind} s{seed}"
+
+
+def seed_summary(rows: list, seeds: list) -> dict:
+    """Per seed, alone / seeded of the final timing (None where a kernel has no timing),
+    and over the seeds: the median of those ratios and the median alone kernel over the
+    median seeded one (each run's GFLOP/s)."""
+    g = {r["impl"]: r["gflops"] for r in rows}
+    ratios, alone, seeded = {}, [], []
+    for seed in seeds:
+        a, s = g.get(run_label("alone", seed, seeds)), g.get(run_label("seeded", seed, seeds))
+        ratios[seed] = a / s if a and s else None
+        alone += [a] if a else []
+        seeded += [s] if s else []
+    got = [r for r in ratios.values() if r is not None]
+    return {"ratios": ratios,
+            "median_ratio": float(np.median(got)) if got else None,
+            "median_alone_over_median_seeded": (float(np.median(alone) / np.median(seeded))
+                                                if alone and seeded else None)}
+
+
+def format_case(name: str, runs: dict, rows: list, seeds=(0,)) -> str:
     g = {r["impl"]: r["gflops"] for r in rows}
     lines = [f"{name}: final timing, GFLOP/s (medians of interleaved rounds)"]
     for r in rows:
@@ -297,12 +336,22 @@ def format_case(name: str, runs: dict, rows: list) -> str:
                      + (f"   tuning {runs[r['impl']]['wall_secs']:.0f} s"
                         if r["impl"] in runs else "")
                      + (f"   {r['error_kind']}: {r['error']}" if r.get("error") else ""))
-    if g.get("seeded") and g.get("alone"):
+    seeds = list(seeds)
+    if len(seeds) == 1 and g.get("seeded") and g.get("alone"):
         lines.append(f"  alone / seeded = {g['alone'] / g['seeded']:.2f} (target >= 0.90)")
+    if len(seeds) > 1:
+        sm = seed_summary(rows, seeds)
+        each = ", ".join(f"s{k} {'n/a' if v is None else f'{v:.2f}'}"
+                         for k, v in sm["ratios"].items())
+        lines.append(f"  alone / seeded per seed: {each}")
+        if sm["median_ratio"] is not None:
+            lines.append(f"  median over {len(seeds)} seeds: alone / seeded = "
+                         f"{sm['median_ratio']:.2f} (target >= 0.90); median alone kernel / "
+                         f"median seeded kernel = {sm['median_alone_over_median_seeded']:.2f}")
     if g.get("seeded") and g.get("before"):
         lines.append(f"  before / seeded = {g['before'] / g['seeded']:.2f}")
     ms = METASCHEDULE.get(name)
-    if ms and g.get("alone"):
+    if ms and g.get("alone") and "alone" in runs:
         lines.append(f"  alone / MetaSchedule's Zen 5 figure ({ms[0]:.0f} GFLOP/s, {ms[1]:.0f} s; "
                      "another machine: metaschedule_anchor.py measures it here) = "
                      f"{g['alone'] / ms[0]:.2f}x in {runs['alone']['wall_secs'] / ms[1]:.2f}"
@@ -311,4 +360,4 @@ def format_case(name: str, runs: dict, rows: list) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
