@@ -18,7 +18,8 @@ as follows:
   parallel loop it runs serially;
 - guards: branches, or lane masks where they depend on the lane; the body of one
   loop per nest is emitted twice, without the guards for the iterations where
-  they all hold and with them for the rest (``versioning``);
+  they all hold and with them for the rest, and so, at its own loop, for the
+  conditions of selects (a padding read inline) (``versioning``);
 - Allocate: see ``FunctionState.allocate``;
 - a float division by a lane-invariant divisor in vector code: one reciprocal and
   products (``reciprocal``);
@@ -251,7 +252,7 @@ class StmtGen:
         self.st = st
         self.ex = ExprEmitter(st)
         self.mask = None   # lanes that run the current statement, inside a vectorized loop
-        self.versioned = False   # inside a copy made by guard versioning (one level only)
+        self.versioned = frozenset()   # condition kinds versioned around (one level each)
         self.streaming = False   # inside the streaming copy of a loop (``streaming``)
 
     @property
@@ -411,14 +412,16 @@ class StmtGen:
         self.guard_versions(s)
 
     def guard_versions(self, s: For) -> None:
-        plan = None if self.versioned else self.st.mod.memo(
-            "version", s, lambda: versioning.plan(s))
-        if plan is None or not all(versioning.feasible(b, self.st.ranges)
-                                   for b in plan.bounds):
+        per_kind = self.st.mod.memo("version", s, lambda: versioning.bounds_by_kind(s))
+        kinds = tuple(k for k, bounds in per_kind.items() if k not in self.versioned
+                      and all(versioning.feasible(b, self.st.ranges) for b in bounds.values()))
+        if not kinds:
             self.stmt(s.body)
             return
+        plan = self.st.mod.memo(("version",) + kinds, s, lambda: versioning.plan(s, kinds))
         cond = self.bounds_hold(plan.bounds)
-        self.versioned = True
+        saved = self.versioned
+        self.versioned = saved | frozenset(kinds)
         try:
             known = const_int(cond)
             if known is not None:
@@ -436,7 +439,7 @@ class StmtGen:
             self.b.branch(done_bb)
             self.b.position_at_end(done_bb)
         finally:
-            self.versioned = False
+            self.versioned = saved
 
     def bounds_hold(self, bounds) -> ir.Value:
         """i1: every ``versioning.Bound`` holds for the current values of the loops
