@@ -143,6 +143,26 @@ trials, GFLOP/s seeded / alone (alone / seeded): gemm-1024 352.2 / 351.2 (1.00; 
 slower). C6's 0.81: both runs found the expert's 7 x 32 register tile, seeded with 32
 output channels a task (a 144 KiB packed weight panel), alone with 64 (288 KiB), 19%
 slower; the second run alone took the 144 KiB form.
+Session 16, the same Xeon, after select versioning (d600a3d: padded convs read their
+interior tiles unmasked), ``--cases C | --seeds 0 1 2 3 --rounds 15``, one case a run
+(eight tunings, then the eight kernels, numpy and PyTorch in 15 interleaved rounds),
+load 0.2-2.0, alone / seeded of the final timing per seed (median):
+
+    case           s0     s1     s2     s3     median   GFLOP/s seeded / alone (PyTorch)
+    C6             1.00   1.11   1.02   0.92   1.01     178-214 / 177-209 (142)
+    C2             0.95   0.98   0.97   0.86   0.96     179-203 / 175-186 (117)
+    qkv_out_proj   0.99   0.96   1.00   0.95   0.97     200-205 / 193-203 (208)
+    gemm-1024      0.84   0.89   1.02   0.83   0.86     316-326 / 261-332 (322)
+
+So one seed's ratio (session 15: C6 0.81, then 0.95) was a draw: over four seeds C6, C2
+and qkv are at 0.96-1.01; gemm 1024 misses at 0.86 (its alone kernels: 4 x 64 and 2 x 64
+tiles with 256 KiB panels, and an 8 x 32 one, against the seeded runs' 4 x 64 and 2 x 64
+with 256-512 KiB). The host's speed moved more than that between minutes: the same
+seeded gemm kernel read 201 GFLOP/s in its run's first round, 326 in the final timing
+three minutes later, and 195-242 ten minutes after that, timed alternately through the
+tuner's measurement settings and this final timing's (which agreed within each minute).
+A tuning run's rounds are timed minutes apart: its pick among near-equal forms is partly
+the host's.
 """
 from __future__ import annotations
 
