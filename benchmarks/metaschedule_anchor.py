@@ -107,6 +107,17 @@ the expert's register tile (7 output columns x 32 channels, 14 accumulators); it
 neighbours measured slower in one run (2 threads, 11 rounds, loaded: C2 at 163 GFLOP/s
 against 142 for 8 x 32, 132 for 4 x 32, 119 for 2 rows x 4 x 32, 101 for 14 x 16, 87
 for 14 x 32; C6 likewise), so what remains is inside that tile, not in the search.
+
+Session 16, the same Xeon, ``--cases C2``, load 1.6-1.8, after select versioning
+(d600a3d; the expert C2 kernel 1.09x faster in one process):
+
+    case  ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    C2       200.3       115.8 (121.2)               92.2   1.73x  24.7 / 237.1 s = 0.104
+
+Ours read 281.5 GFLOP/s while tuning and 200.3 in the final rounds minutes later; the
+host's speed moved that much within minutes this morning (the same gemm kernel read 201,
+326 and 195-242 GFLOP/s in three windows), so the 1.73x against last session's 2.49x says
+more about the minute than the code. MetaSchedule's kernel moved less (121 to 116).
 """
 from __future__ import annotations
 
