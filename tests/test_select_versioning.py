@@ -10,7 +10,7 @@ import pytest
 from explorer import Schedule, build, ops, te
 from explorer.backends.llvm import versioning
 from explorer.ir.expr import LE, LT, And, Buffer, FloatImm, IntImm, Select, Var
-from explorer.ir.functor import iter_nodes, walk_expr
+from explorer.ir.functor import expr_vars, iter_nodes, walk_expr
 from explorer.ir.stmt import Allocate, BufferStore, For, IfThenElse, PrimFunc
 from explorer.lower import lower
 from explorer.space import DesignSpace
@@ -126,7 +126,51 @@ def test_an_inline_padded_stencil_runs_its_interior_tiles_unmasked(w, target):
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=IDS)
-@pytest.mark.parametrize("layer", ["C2", "C7"])
+def test_a_row_spanning_tile_drops_the_row_conditions_and_keeps_the_column_ones(target):
+    """Each row one tile of 7 unrolled columns: the column conditions fail somewhere in
+    every tile and no loop further in can take them apart, so the rows off the border
+    get a copy without the row conditions (the column ones are constants per unrolled
+    column); equal to numpy."""
+    wl = _blur(12, 7)
+    sch = Schedule(wl)
+    block = sch.get_block("B")
+    y, x, ry, rx = sch.get_loops(block)
+    sch.reorder(y, ry, rx, x)
+    sch.unroll(rx)
+    sch.unroll(x)
+    low = lower(sch)
+    rows = next(n for n in iter_nodes(low.body) if isinstance(n, For) and n.var.name == "y")
+    per_kind = versioning.bounds_by_kind(rows)
+    below = versioning.versionable_below(rows.body)
+    ranges = {"y": (0, 11)}
+    kinds, drop = versioning.to_drop(per_kind, frozenset(), ranges, below)
+    assert kinds == ("select",) and drop
+    assert all("x" not in expr_vars(c) and "y" in expr_vars(c) for c in drop)
+    assert len(drop) < len(per_kind["select"])          # the column conditions stay
+    kernel = _checked(sch, wl, target)
+    assert "_unguarded" in kernel.llvm_ir
+
+
+def test_conditions_a_loop_further_in_can_check_are_left_to_it():
+    """At a loop above a loop of tiles, the tiles' column conditions can fail for the
+    loop's whole body but hold per tile further in: nothing is dropped there."""
+    wl = _blur(12, 64)
+    sch = Schedule(wl)
+    block = sch.get_block("B")
+    y, x, ry, rx = sch.get_loops(block)
+    xo, xi = sch.split(x, [None, 8])
+    sch.reorder(y, xo, ry, rx, xi)
+    low = lower(sch)
+    rows = next(n for n in iter_nodes(low.body) if isinstance(n, For) and n.var.name == "y")
+    below = versioning.versionable_below(rows.body)
+    assert "x_0" in below           # the loop of tiles, versionable further in
+    kinds, drop = versioning.to_drop(versioning.bounds_by_kind(rows), frozenset(),
+                                     {"y": (0, 11)}, below)
+    assert not drop
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+@pytest.mark.parametrize("layer", ["C2", "C7", "C12"])
 def test_the_experts_padded_convs_equal_numpy(layer, target):
     """Where the expert reads the padding inline (the output-channel sketch), the
     interior copy comes from the selects alone; elsewhere it pads in a stage. Both

@@ -413,12 +413,17 @@ class StmtGen:
 
     def guard_versions(self, s: For) -> None:
         per_kind = self.st.mod.memo("version", s, lambda: versioning.bounds_by_kind(s))
-        kinds = tuple(k for k, bounds in per_kind.items() if k not in self.versioned
-                      and all(versioning.feasible(b, self.st.ranges) for b in bounds.values()))
-        if not kinds:
+        if not per_kind.keys() - self.versioned:
             self.stmt(s.body)
             return
-        plan = self.st.mod.memo(("version",) + kinds, s, lambda: versioning.plan(s, kinds))
+        below = self.st.mod.memo("versionable", s, lambda: versioning.versionable_below(s.body))
+        kinds, drop = versioning.to_drop(per_kind, self.versioned, self.st.ranges, below)
+        if not drop:
+            self.stmt(s.body)
+            return
+        only = frozenset(drop)
+        plan = self.st.mod.memo(("version", only), s,
+                                lambda: versioning.plan(s, kinds, only))
         cond = self.bounds_hold(plan.bounds)
         saved = self.versioned
         self.versioned = saved | frozenset(kinds)

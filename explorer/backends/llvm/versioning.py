@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 from ...ir.arith import linear_terms
 from ...ir.expr import LE, LT, And, Expr, Select
-from ...ir.functor import expr_vars, iter_nodes, transform_expr, transform_stmt, walk_expr
+from ...ir.functor import (expr_vars, iter_nodes, transform_expr, transform_stmt,
+                           walk_expr, walk_stmt)
 from ...ir.stmt import BufferStore, For, IfThenElse, Stmt
 from .analysis import has_unsafe
 
@@ -201,20 +202,60 @@ def without(body: Stmt, dropped) -> Stmt:
     return transform_stmt(body, drop)
 
 
-def plan(loop: For, kinds=tuple(KINDS)):
-    """The ``Plan`` of versioning ``loop``'s body on the conditions of ``kinds``, or None:
-    ``loop`` must be a serial or parallel loop of more than one iteration whose variable
-    a checkable condition of one of ``kinds`` beneath depends on. (The code generator
-    takes, per kind, the outermost such loop whose bounds of that kind are all
-    ``feasible``, and versions nothing of that kind inside it.)"""
+def versionable_below(body: Stmt) -> frozenset:
+    """Names of the loops of more than one iteration in ``body`` that are, or hold, a
+    loop the code generator may version (serial or parallel): the variables that a
+    versioning further in may see as fixed. (A loop of one iteration has one value
+    either way.)"""
+    out: set = set()
+    for n, path in walk_stmt(body):
+        if isinstance(n, For) and n.kind in ("serial", "parallel") and n.extent > 1:
+            out.add(n.var.name)
+            out.update(a.var.name for a in path if isinstance(a, For) and a.extent > 1)
+    return frozenset(out)
+
+
+def to_drop(per_kind: dict, done, ranges: dict, below: frozenset) -> tuple:
+    """(kinds, conjunct -> ``Bound``): what the fast copy of a loop's body drops. Per kind
+    of ``per_kind`` (the loop's ``bounds_by_kind``) not in ``done`` (versioned further
+    out): all its conjuncts where each can hold for the whole body (``feasible``). For
+    selects, also the ones that can where the others never will, at this loop or any
+    further in (those depend only on loops that no versioning can take apart: unrolled,
+    vectorized or of one iteration; ``below`` is ``versionable_below`` of the body). A
+    7 x 7 conv whose register tile spans the row has such column conditions: the fast
+    copy drops the row conditions, and the column ones, constant in each unrolled
+    column, fold away."""
+    out: dict = {}
+    kinds = []
+    for kind, bounds in per_kind.items():
+        if kind in done:
+            continue
+        ok = {c: b for c, b in bounds.items() if feasible(b, ranges)}
+        if len(ok) < len(bounds) and not (kind == "select" and ok and not any(
+                expr_vars(c) & below for c in bounds if c not in ok)):
+            continue
+        out.update(ok)
+        kinds.append(kind)
+    return tuple(kinds), out
+
+
+def plan(loop: For, kinds=tuple(KINDS), only=None):
+    """The ``Plan`` of versioning ``loop``'s body on the conditions of ``kinds`` (of them,
+    the conjuncts in ``only`` when given), or None: ``loop`` must be a serial or
+    parallel loop of more than one iteration whose variable a checkable condition of
+    one of ``kinds`` beneath depends on. (The code generator takes, per kind, the
+    outermost such loop whose bounds of that kind are all ``feasible``, and versions
+    nothing of that kind inside it; see ``to_drop``.)"""
     per_kind = bounds_by_kind(loop)
     bounds: dict = {}
     for kind in kinds:
         bounds.update(per_kind.get(kind, {}))
+    if only is not None:
+        bounds = {c: b for c, b in bounds.items() if c in only}
     if not bounds:
         return None
     return Plan(tuple(bounds.values()), without(loop.body, set(bounds)))
 
 
 __all__ = ["Bound", "Plan", "KINDS", "bounds_by_kind", "plan", "feasible", "bound_of",
-           "conjuncts", "without"]
+           "conjuncts", "to_drop", "versionable_below", "without"]
