@@ -32,7 +32,15 @@ may be checkable for a whole row of tiles where a padding condition is checkable
 per tile, so the copy for one kind is made at the outermost loop where all of that
 kind's conditions can hold, and the other kind may be versioned further in, inside
 both copies. ResNet-18 C2's expert tile (7 columns x 32 channels) ran 704 instructions
-for its 126 FMAs a reduction step with every load masked.
+for its 126 FMAs a reduction step with every load masked; its unmasked copy runs 262.
+Where some conditions of a select can never all hold for a loop's body and no loop
+further in can take them apart, the others are dropped alone (``to_drop``).
+
+Measured (2-core Intel Xeon, icelake-server, the ResNet-18 experts, 2 threads, 7
+interleaved rounds in one process), time with guards alone over time with selects too:
+C1 1.27x, C2 1.22x, C4 1.09x, C6 1.14x, C7 1.07x, C9 1.01x, C10 1.12x, C12 1.09x (of
+which dropping a part of the conditions: C10 1.13x, C12 1.10x); the eight kernels
+compiled in 2.6 s instead of 2.0.
 """
 from __future__ import annotations
 
