@@ -118,6 +118,15 @@ Ours read 281.5 GFLOP/s while tuning and 200.3 in the final rounds minutes later
 host's speed moved that much within minutes this morning (the same gemm kernel read 201,
 326 and 195-242 GFLOP/s in three windows), so the 1.73x against last session's 2.49x says
 more about the minute than the code. MetaSchedule's kernel moved less (121 to 116).
+Twice more after d108204 (C12's rows unmasked too; C2 unchanged), minutes apart:
+
+    case  ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    C2       247.2        79.5 (79.9)                105.6  3.11x  25.3 / 144.6 s = 0.175
+    C2       254.5       164.0 (178.9)               110.8  1.55x  32.3 / 157.0 s = 0.206
+
+Ours over numpy stayed at 2.17-2.34x in the three runs; MetaSchedule over numpy went
+from 0.75x to 1.48x. Whether 3x holds is MetaSchedule's draw more than our kernel's:
+3x its 164 GFLOP/s would be 492, above this host's two-thread FMA peak (328-358).
 """
 from __future__ import annotations
 
