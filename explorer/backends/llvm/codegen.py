@@ -421,9 +421,8 @@ class StmtGen:
         if not drop:
             self.stmt(s.body)
             return
-        only = frozenset(drop)
-        plan = self.st.mod.memo(("version", only), s,
-                                lambda: versioning.plan(s, kinds, only))
+        plan = self.st.mod.memo(("version", frozenset(drop)), s,
+                                lambda: versioning.plan_of(s, drop))
         cond = self.bounds_hold(plan.bounds)
         saved = self.versioned
         self.versioned = saved | frozenset(kinds)

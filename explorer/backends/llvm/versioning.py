@@ -159,12 +159,6 @@ def bounds_by_kind(loop: For) -> dict:
     return out
 
 
-def depends_on(loop: For) -> bool:
-    """Does a checkable condition (a guard or a select's) in ``loop``'s body depend on
-    the loop's variable?"""
-    return bool(bounds_by_kind(loop))
-
-
 def feasible(b: Bound, ranges: dict) -> bool:
     """Can ``b`` hold for some values of the outer loop variables (``ranges``: name ->
     (first, last))? Not when the inner loops alone reach past the bound (the loop
@@ -247,23 +241,23 @@ def to_drop(per_kind: dict, done, ranges: dict, below: frozenset) -> tuple:
     return tuple(kinds), out
 
 
-def plan(loop: For, kinds=tuple(KINDS), only=None):
-    """The ``Plan`` of versioning ``loop``'s body on the conditions of ``kinds`` (of them,
-    the conjuncts in ``only`` when given), or None: ``loop`` must be a serial or
-    parallel loop of more than one iteration whose variable a checkable condition of
-    one of ``kinds`` beneath depends on. (The code generator takes, per kind, the
-    outermost such loop whose bounds of that kind are all ``feasible``, and versions
-    nothing of that kind inside it; see ``to_drop``.)"""
+def plan(loop: For, kinds=tuple(KINDS)):
+    """The ``Plan`` of versioning ``loop``'s body on all the checkable conditions of
+    ``kinds``, or None: ``loop`` must be a serial or parallel loop of more than one
+    iteration whose variable a checkable condition of one of ``kinds`` beneath depends
+    on. (The code generator drops, per kind, what ``to_drop`` chooses at the outermost
+    loop where it can, and versions nothing of that kind inside it.)"""
     per_kind = bounds_by_kind(loop)
     bounds: dict = {}
     for kind in kinds:
         bounds.update(per_kind.get(kind, {}))
-    if only is not None:
-        bounds = {c: b for c, b in bounds.items() if c in only}
-    if not bounds:
-        return None
-    return Plan(tuple(bounds.values()), without(loop.body, set(bounds)))
+    return plan_of(loop, bounds) if bounds else None
+
+
+def plan_of(loop: For, drop: dict) -> Plan:
+    """The ``Plan`` that drops the conjuncts of ``drop`` (conjunct -> ``Bound``)."""
+    return Plan(tuple(drop.values()), without(loop.body, set(drop)))
 
 
 __all__ = ["Bound", "Plan", "KINDS", "bounds_by_kind", "plan", "feasible", "bound_of",
-           "conjuncts", "to_drop", "versionable_below", "without"]
+           "conjuncts", "plan_of", "to_drop", "versionable_below", "without"]
