@@ -1,6 +1,7 @@
-"""The lessons run top to bottom on a fresh kernel (nbclient), as a reader would, in the
-short mode (``EXPLORER_SHORT=1``): every ``notebooks/0*.ipynb`` ends without an error
-output and with its pictures; lessons 01-03 also show what the host computes."""
+"""The lessons run top to bottom on a fresh kernel, as a reader would, in the short mode
+(``EXPLORER_SHORT=1``): every ``notebooks/0*.ipynb`` ends without an error output and with
+its pictures; lessons 01-03 also show what the host computes. The run checked is the
+browser tests' run in JupyterLab where they ran, else nbclient's (``lesson_runs``)."""
 from __future__ import annotations
 
 import atexit
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import lesson_runs
 from explorer import Target, ops
 from explorer.schedule.sampling import perfect_tilings
 from explorer.space import DesignSpace
@@ -36,7 +38,11 @@ atexit.register(shutil.rmtree, KERNEL_TMP, True)
 
 @functools.lru_cache(maxsize=None)
 def executed(name: str):
-    """(notebook with outputs, seconds) for ``notebooks/<name>``, run once per session."""
+    """(notebook with outputs, seconds) for ``notebooks/<name>``, run once per session: the
+    browser tests' run in JupyterLab where they ran it (``lesson_runs``), else nbclient's."""
+    got = lesson_runs.kept(name)
+    if got is not None:
+        return got
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
                                      resources={"metadata": {"path": str(NOTEBOOKS)}})

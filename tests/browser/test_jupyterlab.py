@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from _lab import Lab
+import lesson_runs
 
 pytestmark = pytest.mark.browser
 
@@ -188,11 +190,25 @@ _MODEL_ERRORS = """() => {
   return out;
 }"""
 
+_OUTPUTS = """() => {
+  const cells = window.jupyterapp.shell.currentWidget.content.model.cells;
+  const out = [];
+  for (let i = 0; i < cells.length; i++) {
+    const c = cells.get(i);
+    if (c.type !== 'code') continue;
+    const outs = [];
+    for (let j = 0; j < c.outputs.length; j++) outs.push(c.outputs.get(j).toJSON());
+    out.push(outs);
+  }
+  return out;
+}"""
+
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, chromium):
     mp = pytest.MonkeyPatch()
     mp.setenv("EXPLORER_SHORT", "1")          # the kernels inherit the server's environment
+    mp.setenv("TMPDIR", str(tmp_path_factory.mktemp("lesson_tmp")))   # the lessons' databases
     try:
         with _lab_and_browser(tmp_path_factory.mktemp("lessons"), LESSONS, chromium) as found:
             yield found
@@ -218,13 +234,17 @@ def test_lesson_runs_in_jupyterlab_without_an_error(lab, path):
     try:
         pg.goto(server.url(path.name))
         _kernel_idle(pg)
+        start = time.perf_counter()
         pg.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         pg.wait_for_function(f"({_MODEL_ERRORS})().pending === 0",
                              timeout=LESSON_SECONDS * 1000, polling=1000)
         _kernel_idle(pg)
+        seconds = time.perf_counter() - start
         state = pg.evaluate(f"({_MODEL_ERRORS})()")
         assert state["errors"] == [], state["errors"]
         assert state["images"] >= 1 and state["cells"] > 0
+        # what the cells showed, checked by tests/test_notebooks.py and the lesson tests
+        lesson_runs.keep(path.name, pg.evaluate(_OUTPUTS), seconds)
         _screenshots(pg, path.stem, state)
     finally:
         pg.close()
