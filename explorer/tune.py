@@ -35,8 +35,10 @@ functions from their JSON); 288 tuned records 22 s, 4.6 s.
 When the rounds are done, the ``retime_top`` fastest correct candidates, and
 the expert seed's record wherever it ranks, are timed again in
 ``retime_rounds`` interleaved rounds (each round times each of them once, its
-result checked against numpy again), and the best is the fastest median over
-all its run times. The best of hundreds of noisy
+result checked against numpy again), and the best is the one whose re-timing runs
+are fastest by their lower quartile (``TuningRecord.rank_seconds``: runs taken
+seconds apart compare; bursts only slow runs down; one lucky round of five cannot
+win). The best of hundreds of noisy
 measurements is otherwise, more often than not, a lucky one: on a shared 2-core
 VM (where this was measured) whole seconds ran 1.2-1.3x slow, and a candidate timed in a quiet second
 beats a faster one timed in a slow second. The expert joins the re-timing
@@ -148,7 +150,7 @@ class Tuner:
                  cost_model="xgb", database=None, seed: int = 0, batch_size: int = 32,
                  config=None, space=None, early_stopping: int | None = None,
                  seed_expert: bool = True, measurer=None, retime_top: int = 4,
-                 retime_rounds: int = 3, runner=None, emulate: bool = False,
+                 retime_rounds: int = 5, runner=None, emulate: bool = False,
                  pretrained=True):
         if not isinstance(trials, int) or trials < 1:
             raise ExplorerError(f"trials must be a positive int, got {trials!r}")

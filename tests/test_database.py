@@ -115,6 +115,39 @@ def test_retimes_count_in_seconds_survive_reload_and_merge_once(tmp_path, wl):
     assert again.best(wl, "llvm")[0].trial == 4
 
 
+def test_retimed_records_rank_by_the_lower_quartile_of_their_retimings(tmp_path, wl):
+    """Five rounds of three runs each, as the tuner's re-timing takes them. A kernel
+    with one lucky round does not pass a steady faster one, bursts that slow some of a
+    kernel's runs do not sink it, and a first timing taken in another minute does not
+    count in the ranking (it still counts in the reported median)."""
+    db = Database(tmp_path / "db")
+    lucky, bursty, steady = _rec(wl, 2, 1e-3), _rec(wl, 4, 1e-3), _rec(wl, 8, 5e-4)
+    for r in (lucky, bursty, steady):
+        db.commit_record(r)
+    # really 3 ms, one round of three runs at 1 ms
+    db.commit_retime(lucky, [3e-3] * 12 + [1e-3] * 3)
+    # really 2 ms, nine of its fifteen runs slowed down 2-3x by other processes (the
+    # median of all its runs, 3 ms, would put it behind the steady one)
+    db.commit_retime(bursty, [2e-3] * 6 + [4e-3, 5e-3, 6e-3] * 3)
+    # really 2.4 ms, steady
+    db.commit_retime(steady, [2.4e-3] * 15)
+    for d in (db, Database(tmp_path / "db")):
+        order = [r.trial for r in d.best(wl, "llvm", k=3)]
+        assert order == [4, 8, 2]
+        rec = {r.trial: r for r in d.records(wl)}
+        assert rec[4].rank_seconds == pytest.approx(2e-3)
+        assert rec[2].rank_seconds == pytest.approx(3e-3)
+        assert rec[8].rank_seconds == pytest.approx(2.4e-3)
+        # the median over all runs is what a record reports, first timing included
+        assert rec[4].seconds == pytest.approx(3e-3)
+        assert rec[8].seconds == pytest.approx(2.4e-3)
+    # not re-timed: ranked after the re-timed, by seconds
+    fresh = _rec(wl, 1, 1e-4)
+    db.commit_record(fresh)
+    assert [r.trial for r in db.best(wl, "llvm", k=4)] == [4, 8, 2, 1]
+    assert fresh.rank_seconds == fresh.seconds
+
+
 def test_a_failed_retime_makes_the_record_incorrect(tmp_path, wl):
     db = Database(tmp_path / "db")
     fast, slow = _rec(wl, 2, 1e-3), _rec(wl, 4, 2e-3)
