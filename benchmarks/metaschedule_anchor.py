@@ -127,6 +127,14 @@ Twice more after d108204 (C12's rows unmasked too; C2 unchanged), minutes apart:
 Ours over numpy stayed at 2.17-2.34x in the three runs; MetaSchedule over numpy went
 from 0.75x to 1.48x. Whether 3x holds is MetaSchedule's draw more than our kernel's:
 3x its 164 GFLOP/s would be 492, above this host's two-thread FMA peak (328-358).
+
+Session 17, the same Xeon, slower that day (numpy 175 GFLOP/s on gemm 1024 against 275),
+after the re-timing ranks by the lower quartile of five rounds (f466cc0), load 0.7-2.0:
+
+    case  ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    C2       183.8        95.7 (98.8)                 83.1  1.92x  37.3 / 256.8 s = 0.145
+
+Ours over numpy 2.21x, MetaSchedule over numpy 1.15x: the same standing as before.
 """
 from __future__ import annotations
 

@@ -163,6 +163,22 @@ three minutes later, and 195-242 ten minutes after that, timed alternately throu
 tuner's measurement settings and this final timing's (which agreed within each minute).
 A tuning run's rounds are timed minutes apart: its pick among near-equal forms is partly
 the host's.
+Session 17, the same Xeon (numpy 175 GFLOP/s on gemm 1024 against 275 the session
+before: a slower host), after the re-timing ranks by the lower quartile of five rounds
+(f466cc0; it had been the median of three rounds and the first timing), the same command:
+
+    case           s0     s1     s2     s3     median   GFLOP/s seeded / alone (PyTorch)
+    gemm-1024      0.81   0.92   1.01   0.97   0.95     224-229 / 187-227 (221)
+    C2             1.03   0.95   0.95   0.85   0.95     174-179 / 152-179 (111)
+    qkv_out_proj   1.02   0.97   0.88   0.87   0.93     192-212 / 169-206 (198)
+    C6             0.97   1.07   0.92   1.02   1.00     164-177 / 151-189 (121)
+
+What had held gemm back was the pick, not the search: a run alone with a database
+(seed 0) had measured an expert-like kernel (rows tiled [1, 256, 1, 4], 205 GFLOP/s
+against the expert's 205 in one later timing), and the re-timing took one 0.77x as
+fast (158), which had read 224-228 in its last of three rounds while every other
+re-timed run read 110-119. Back-to-back 20 ms timings of numpy's gemm on this host
+read 30-197 GFLOP/s then; their 1-second averages held within 10%.
 """
 from __future__ import annotations
 
