@@ -13,7 +13,6 @@ import shutil
 import struct
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,7 @@ from explorer.space import DesignSpace
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = lesson_runs.NOTEBOOKS
 LESSONS = sorted(NOTEBOOKS.glob("0*.ipynb"))
 WIDGET = "application/vnd.jupyter.widget-view+json"
 SECONDS = 180      # short mode aims at ~60 s on an idle 2-core machine; this is the alarm

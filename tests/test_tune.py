@@ -174,6 +174,13 @@ class LuckyMeasurer(Measurer):
         return out
 
 
+def _fastest_retimed(db, wl, res) -> dict:
+    """The entry of ``res.retimed`` whose record ranks first: the lowest ``rank_seconds``
+    (the lower quartile of its re-timings), not the lowest reported median."""
+    by_trial = {r.trial: r for r in db.records(wl, res.target)}
+    return min(res.retimed, key=lambda r: by_trial[r["trial"]].rank_seconds)
+
+
 def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     wl = ops.get("gemm", 64, 64, 64)
     with LuckyMeasurer("llvm") as m:
@@ -199,9 +206,10 @@ def test_retiming_unmasks_a_lucky_measurement(tmp_path):
     assert lucky.run_secs[0] == pytest.approx(first["seconds_before"])
     assert lucky.run_secs[0] < real[0]
     assert first["seconds_after"] == pytest.approx(real[2])
-    # the best is the fastest of the re-timed (its median over all runs), in the result,
-    # the database and the events alike; a record measured once does not pass it
-    fastest = min(res.retimed, key=lambda r: r["seconds_after"])
+    # the best is the fastest of the re-timed by its re-timings (rank_seconds; it reports
+    # its median over all runs), in the result, the database and the events alike; a
+    # record measured once does not pass it
+    fastest = _fastest_retimed(db, wl, res)
     assert res.best_seconds == pytest.approx(fastest["seconds_after"])
     best = db.best(wl, res.target)[0]
     assert best.trial == fastest["trial"] and best.trace == res.trace
@@ -250,7 +258,7 @@ def test_retiming_takes_the_expert_whatever_its_first_timing(tmp_path):
     # one slow sample (median over 1 + 6 runs)
     assert len(res.retimed) == 3 and 0 in [r["trial"] for r in res.retimed]
     assert len(expert.retime_secs) == 6 and expert.seconds < expert.run_secs[0] / 10
-    fastest = min(res.retimed, key=lambda r: r["seconds_after"])
+    fastest = _fastest_retimed(db, wl, res)
     assert res.best_seconds == pytest.approx(fastest["seconds_after"])
     assert db.best(wl, res.target)[0].trial == fastest["trial"]
     _check_records(db, wl, res.target)

@@ -167,7 +167,7 @@ def test_dashboard_shows_curve_table_and_apply_loads_into_the_explorer(page):
 
 # ------------------------------------------------------------------ the lessons
 
-LESSONS = sorted((HERE.parents[1] / "notebooks").glob("0*.ipynb"))
+LESSONS = sorted(lesson_runs.NOTEBOOKS.glob("0*.ipynb"))
 LESSON_SECONDS = 300      # per notebook, short mode, on a busy 2-core machine
 
 _MODEL_ERRORS = """() => {
