@@ -57,6 +57,19 @@ def test_worker_refuses_another_version_or_target():
     assert "install the same version" in _refusal({**job, "version": "0.0.0-other"}, None)
 
 
+def test_a_worker_removes_its_expected_outputs_when_it_exits(tmp_path):
+    """The expected-outputs files a job brings live in a temporary folder of the worker
+    process, removed when that process exits (they used to pile up in the temp dir)."""
+    code = ("import os; from explorer.measure.dask_jobs import _store_expected; "
+            "p = _store_expected(b'abc'); assert open(p, 'rb').read() == b'abc'; "
+            "print(os.path.dirname(p))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    folder = out.stdout.strip().splitlines()[-1]
+    assert folder.startswith(str(tmp_path)) and not os.path.exists(folder)
+
+
 def test_without_dask_the_runner_says_how_to_install_it(tmp_path):
     code = ("import sys; sys.modules['distributed'] = None\n"
             "from explorer.cli import main\n"

@@ -18,9 +18,11 @@ so it only lands on a worker of its target.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -89,6 +91,8 @@ def _store_expected(data: bytes) -> str:
     checks) and return the path."""
     if _state["dir"] is None or not os.path.isdir(_state["dir"]):
         _state["dir"] = tempfile.mkdtemp(prefix="explorer-dask-expected-")
+        # The files live as long as this worker process: remove them when it exits.
+        atexit.register(shutil.rmtree, _state["dir"], True)
     path = os.path.join(_state["dir"], hashlib.sha256(data).hexdigest()[:32] + ".npz")
     if not os.path.exists(path):
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
