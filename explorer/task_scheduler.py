@@ -7,6 +7,13 @@ gradient estimate combines the recent slope of its best-latency curve with the
 optimistic bound ``-latency / trials`` — with 5% random picks. ``round-robin``
 visits the tasks in turn.
 
+Every task is promised a floor, ``min_share`` of an even share of the budget
+(default half): the gradient weighs a task by its share of the network's time,
+so a light task (BERT's attention batch matmuls) would otherwise stop at its
+warm-up round, yet its own speed against the libraries is reported too. The
+gradient picks freely while the budget left exceeds what the floors still lack;
+from then on the rounds go to the tasks below their floor, the furthest first.
+
 So no task is left untuned silently: a budget below one batch per task is
 refused up front (``min_trials``), a task whose first ``max_failed_rounds``
 rounds produced no correct candidate gets no more of the budget, and
@@ -78,7 +85,8 @@ class TaskScheduler:
 
     def __init__(self, tasks: list, target="llvm", trials: int = 256, mode: str = "gradient",
                  batch_size: int = 16, seed: int = 0, database=None, window: int = 3,
-                 eps: float = 0.05, max_failed_rounds: int = 2, **tuner_kw):
+                 eps: float = 0.05, max_failed_rounds: int = 2, min_share: float = 0.5,
+                 **tuner_kw):
         if mode not in ("gradient", "round-robin"):
             raise ExplorerError(f"unknown task scheduling mode {mode!r}; use 'gradient' or "
                                 "'round-robin'")
@@ -90,7 +98,12 @@ class TaskScheduler:
                 f"a budget of {trials!r} trials cannot give each of the {len(tasks)} tasks one "
                 f"batch of {batch_size}: give at least {least} trials in all (or a smaller "
                 "batch size)")
+        if not isinstance(min_share, (int, float)) or not 0 <= min_share <= 1:
+            raise ExplorerError(f"min_share {min_share!r} is out of range: give a fraction "
+                                "from 0 (no floor) to 1 (an even split)")
         self.max_failed_rounds = max_failed_rounds
+        # trials every task is promised (see the module's docstring)
+        self.floor = int(min_share * trials / len(tasks))
         from .database import Database
         from .measure.runner_choice import open_measurer
         from .tune import Tuner
@@ -171,6 +184,13 @@ class TaskScheduler:
         fresh = [i for i in alive if not self.given[i]]
         if fresh:   # the warm-up: one round for every task first
             return fresh[0]
+        # what the floors lack, in whole rounds: a free pick now must leave enough for them
+        lack = {i: -(-(self.floor - self.tuners[i].state.trial) // self.tuners[i].batch_size)
+                * self.tuners[i].batch_size for i in alive
+                if i not in self.ran_dry and self.tuners[i].state.trial < self.floor}
+        free = self.budget - self.used - max(self.tuners[i].batch_size for i in alive)
+        if lack and sum(lack.values()) > free:
+            return max(lack, key=lambda i: (lack[i], -i))   # the floors take the rest
         if self.mode == "round-robin" or self.rng.random() < self.eps:
             return alive[self.used % len(alive)] if self.mode == "round-robin" \
                 else self.rng.choice(alive)

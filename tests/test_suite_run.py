@@ -171,6 +171,12 @@ def test_a_budget_below_one_round_per_task_is_refused_up_front(tmp_path, suite, 
     assert _status(["tune", "--op", "gemm", "--trials-per-task", "2", "--db",
                     str(tmp_path / "db")]) == 2
     assert "--trials-per-task applies to --suite" in capsys.readouterr().err
+    assert _status(["tune", "--op", "gemm", "--min-share", "0.5", "--db",
+                    str(tmp_path / "db")]) == 2
+    assert "--min-share applies to --suite" in capsys.readouterr().err
+    for share in ("1.5", "-1", "nan"):
+        assert _tune(suite, tmp_path / "db", "--trials", "6", "--min-share", share) == 2
+        assert f"--min-share {float(share)} is out of range" in capsys.readouterr().err
     tasks = load_suite(suite)
     with pytest.raises(ExplorerError, match="give at least 6 trials"):
         TaskScheduler(tasks, trials=5, batch_size=2)

@@ -37,3 +37,26 @@ def test_suites_load_and_bad_suites_say_what_to_fix(tmp_path):
         load_suite(bad)
     with pytest.raises(ExplorerError, match="unknown task scheduling mode"):
         TaskScheduler([Task("a", ops.get("gemm", 8, 8, 8))], mode="fifo")
+
+
+def test_every_task_gets_its_floor_however_little_it_weighs(tmp_path):
+    """The gradient weighs tasks by their share of the network's time; a task that
+    weighs almost nothing still gets ``min_share`` of an even share (here 0.75 * 48 / 2
+    = 18 trials), and every schedule tuned is checked against numpy."""
+    tasks = [Task("heavy", ops.get("gemm", 32, 32, 32), 1000.0),
+             Task("light", ops.get("gemm", 16, 16, 16), 0.001)]
+    ts = TaskScheduler(tasks, "llvm", trials=48, batch_size=4, seed=0, database=tmp_path,
+                       strategy="replay", min_share=0.75)
+    assert ts.floor == 18
+    results = ts.run()
+    assert ts.used == 48 and all(r.trials >= 18 for r in results)
+    for task, res in zip(tasks, results):
+        args = task.workload.make_args(1)
+        build(Trace.from_json(res.trace).apply_to(Schedule(task.workload)), "interp")(*args)
+        task.workload.check(args)
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan"), "half"])
+def test_a_floor_out_of_range_says_what_to_give(share):
+    with pytest.raises(ExplorerError, match="min_share .* out of range: give a fraction"):
+        TaskScheduler([Task("a", ops.get("gemm", 8, 8, 8))], trials=16, min_share=share)

@@ -65,7 +65,11 @@ def add_arguments(p) -> None:
                    f"--trials T*tasks (give one of the two; default {SUITE_TRIALS_PER_TASK}); "
                    "the scheduler gives each task one round first, then gives more rounds to "
                    "the tasks whose weighted time falls fastest, so a task may get more or "
-                   "fewer than T")
+                   "fewer than T, but at least --min-share of T")
+    p.add_argument("--min-share", type=float, default=None, metavar="F",
+                   help="--suite only: the fraction of an even share of the budget that every "
+                   "task is promised, however little it weighs in the network (default 0.5; "
+                   "0: the gradient alone decides; 1: an even split)")
     p.add_argument("--strategy", default="evolutionary",
                    choices=["evolutionary", "replay", "annealing"])
     p.add_argument("--cost-model", default="xgb", choices=["xgb", "random"])
@@ -106,6 +110,9 @@ def check_numbers(args) -> None:
                            ("--seed", args.seed, 0, MAX_SEED)):
         if v is not None and not lo <= v <= hi:
             raise UsageError(f"{opt} {v} is out of range: give a whole number from {lo} to {hi}")
+    share = getattr(args, "min_share", None)
+    if share is not None and not 0 <= share <= 1:   # NaN fails this too
+        raise UsageError(f"--min-share {share} is out of range: give a fraction from 0 to 1")
 
 
 def runner_from_args(text: str) -> str | None:
@@ -354,6 +361,8 @@ def main(args) -> int:
     else:
         if getattr(args, "trials_per_task", None) is not None:
             raise UsageError("--trials-per-task applies to --suite; for --op give --trials")
+        if getattr(args, "min_share", None) is not None:
+            raise UsageError("--min-share applies to --suite, where tasks share one budget")
         work = workload_from_args(args)
         args.trials = DEFAULT_TRIALS if args.trials is None else args.trials
     for wl in ([t.workload for t in work] if args.suite else [work]):
@@ -430,7 +439,8 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
                        batch_size=args.suite_batch, strategy=args.strategy,
                        cost_model=args.cost_model, retime_top=args.retime,
                        runner=args.runner, seed_expert=not args.no_expert_seed,
-                       pretrained=not getattr(args, "no_pretrained", False))
+                       pretrained=not getattr(args, "no_pretrained", False),
+                       min_share=0.5 if args.min_share is None else args.min_share)
     note = BudgetNote(ts.tuners, db, args.trials, suite=args.suite)
     for t in ts.tuners:
         t.events.subscribe(note)
