@@ -98,7 +98,8 @@ class TaskScheduler:
                 f"a budget of {trials!r} trials cannot give each of the {len(tasks)} tasks one "
                 f"batch of {batch_size}: give at least {least} trials in all (or a smaller "
                 "batch size)")
-        if not isinstance(min_share, (int, float)) or not 0 <= min_share <= 1:
+        if (not isinstance(min_share, (int, float)) or isinstance(min_share, bool)
+                or not 0 <= min_share <= 1):
             raise ExplorerError(f"min_share {min_share!r} is out of range: give a fraction "
                                 "from 0 (no floor) to 1 (an even split)")
         self.max_failed_rounds = max_failed_rounds

@@ -56,7 +56,7 @@ def test_every_task_gets_its_floor_however_little_it_weighs(tmp_path):
         task.workload.check(args)
 
 
-@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan"), "half"])
+@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan"), "half", True])
 def test_a_floor_out_of_range_says_what_to_give(share):
     with pytest.raises(ExplorerError, match="min_share .* out of range: give a fraction"):
         TaskScheduler([Task("a", ops.get("gemm", 8, 8, 8))], trials=16, min_share=share)
