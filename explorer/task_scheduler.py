@@ -22,6 +22,7 @@ rounds produced no correct candidate gets no more of the budget, and
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections import Counter
@@ -185,10 +186,7 @@ class TaskScheduler:
         fresh = [i for i in alive if not self.given[i]]
         if fresh:   # the warm-up: one round for every task first
             return fresh[0]
-        # what the floors lack, in whole rounds: a free pick now must leave enough for them
-        lack = {i: -(-(self.floor - self.tuners[i].state.trial) // self.tuners[i].batch_size)
-                * self.tuners[i].batch_size for i in alive
-                if i not in self.ran_dry and self.tuners[i].state.trial < self.floor}
+        lack = self._below_floor(alive)   # a free pick now must leave enough for the floors
         free = self.budget - self.used - max(self.tuners[i].batch_size for i in alive)
         if lack and sum(lack.values()) > free:
             return max(lack, key=lambda i: (lack[i], -i))   # the floors take the rest
@@ -196,6 +194,16 @@ class TaskScheduler:
             return alive[self.used % len(alive)] if self.mode == "round-robin" \
                 else self.rng.choice(alive)
         return min(alive, key=self._gradient)
+
+    def _below_floor(self, alive: list) -> dict:
+        """Task -> the trials it lacks to its floor, in whole rounds (a task whose space ran
+        dry is owed nothing)."""
+        lack = {}
+        for i in alive:
+            t = self.tuners[i]
+            if i not in self.ran_dry and t.state.trial < self.floor:
+                lack[i] = math.ceil((self.floor - t.state.trial) / t.batch_size) * t.batch_size
+        return lack
 
     def run(self) -> list:
         """Tune until the budget is used; returns one TuneResult per task. Each task's

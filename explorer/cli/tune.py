@@ -440,7 +440,7 @@ def _tune_suite(args, tasks, target, db, progress) -> int:
                        cost_model=args.cost_model, retime_top=args.retime,
                        runner=args.runner, seed_expert=not args.no_expert_seed,
                        pretrained=not getattr(args, "no_pretrained", False),
-                       min_share=0.5 if args.min_share is None else args.min_share)
+                       **({} if args.min_share is None else {"min_share": args.min_share}))
     note = BudgetNote(ts.tuners, db, args.trials, suite=args.suite)
     for t in ts.tuners:
         t.events.subscribe(note)
