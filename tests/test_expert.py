@@ -164,12 +164,19 @@ def test_expert_gemm_takes_the_tile_with_the_most_accumulators(mcpu, tile):
     """BERT-base's GEMMs (M = 128, N = 768): 8 rows x 3 vectors (24 zmm) on AVX-512, 4 x 3
     (12 ymm) on AVX2, where the first width that fits gave 4 x 4 and 2 x 4 (one Xeon core,
     against PyTorch: 0.88 -> 0.97x; AVX2 target 0.56 -> 0.63x); gemm 1024, which no
-    24-accumulator tile divides, keeps AVX-512's 4 x 64."""
+    24-accumulator tile divides, keeps AVX-512's 4 x 64. The cores and the L2 are given,
+    not the host's: with two cores of a 2 MiB L2 each core's half of B (1.2 MB) fits and
+    the column tiles are all outer; with a 1 MiB L2 (a Zen 5) it does not, and the column
+    tiles are grouped into packed panels (``_streamed_panel``) around the same register
+    tile."""
     from explorer.space.expert import _tile_plan
-    target = Target(f"llvm -mcpu={mcpu}")
+    target = Target(f"llvm -mcpu={mcpu}", num_cores=2, l2_bytes=2 << 20)
     plan = _tile_plan(ops.gemm(128, 768, 768), target)
     assert (plan["i"][3], plan["j"][3]) == tile
     assert (plan["i"][1] * plan["i"][2], plan["j"][0]) == (128 // tile[0], 768 // tile[1])
+    small = _tile_plan(ops.gemm(128, 768, 768), target.with_(l2_bytes=1 << 20))
+    assert (small["i"][3], small["j"][3]) == tile
+    assert small["j"][0] * small["j"][1] == 768 // tile[1] and small["j"][1] > 1
     if mcpu == "skylake-avx512":
         plan = _tile_plan(ops.gemm(1024, 1024, 1024), target)
         assert (plan["i"][3], plan["j"][3]) == (4, 64)
