@@ -7,6 +7,7 @@ norm equal numpy, naive and as fused schedules of the design space.
 Tiny suites of small shapes, replay search with the random model, rounds of 2."""
 import json
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -140,6 +141,54 @@ def test_the_table_keeps_the_higher_roof_of_its_two_measurements():
     assert (roof.peak_gflops, roof.bandwidth_gbs) == (340.0, 30.0)
     assert "before and after" in roof.source
     assert higher_roof(None, quiet) is quiet and higher_roof(busy, None) is busy
+
+
+def _row(samples):
+    return {"median_secs": statistics.median(samples), "min_secs": min(samples),
+            "max_secs": max(samples), "samples": samples}
+
+
+def test_a_table_timed_while_the_host_was_busy_says_so():
+    from explorer.cli.suite_bench import busy_notes
+    from explorer.measure import Roofline
+    quiet_rows = {"tuned": _row([1.0e-3, 1.01e-3, 1.02e-3]),
+                  "numpy": _row([2.0e-3, 2.1e-3, 2.05e-3])}
+    quiet = [{"task": "C1", "rows": quiet_rows}]
+    roof = Roofline(340.0, 30.0, "m")
+    assert busy_notes(roof, Roofline(330.0, 28.0, "m"), quiet) == []
+    # a neighbour during the last measurement: half the peak
+    notes = busy_notes(roof, Roofline(163.0, 29.0, "m"), quiet)
+    assert len(notes) == 1 and "FMA peak read 340.0 GFLOP/s before the table and 163.0" in notes[0]
+    assert "explorer bench --suite" in notes[0]
+    notes = busy_notes(roof, Roofline(335.0, 12.0, "m"), quiet)
+    assert len(notes) == 1
+    assert "copy bandwidth read 30.0 GB/s before the table and 12.0" in notes[0]
+    # a neighbour during some rounds of one task: that row alone is named
+    busy = dict(quiet_rows, torch=_row([1.0e-3, 2.5e-3, 2.6e-3, 1.1e-3, 3.0e-3]))
+    notes = busy_notes(roof, roof, quiet + [{"task": "C2", "rows": busy}])
+    assert notes == ["C2 torch: its rounds read 1.000 to 3.000 ms, the median 2.500 ms: the "
+                     "cores were busy during some of them (another process, or threads a "
+                     "call before left spinning), and the median reads slow"]
+    # two rounds say nothing of a spread; a row without a time (failed) is skipped
+    few = {"tuned": _row([1e-3, 2e-3]), "torch": {"median_secs": None, "min_secs": None,
+                                                  "max_secs": None, "samples": []}}
+    assert busy_notes(None, None, [{"task": "C3", "rows": few}]) == []
+
+
+def test_a_task_above_its_roof_is_told_apart_from_a_busy_host():
+    from explorer.cli.suite_bench import above_roof
+    from explorer.measure import Roofline
+    roof, l3 = Roofline(500.0, 40.0, "m"), 32 << 20
+    # a compute-bound task cannot pass the FMA peak: the peak read low
+    assert "other processes were busy" in above_roof("C2", 1 << 20, roof, True, l3)
+    # a memory-bound task within the caches is served faster than memory
+    note = above_roof("D1", 3 << 20, roof, False, l3)
+    assert note == ("D1 ran above its copy-bandwidth roof (40.0 GB/s): its 3.0 MiB fit in "
+                    "the caches, which serve them faster than the memory the copy measures")
+    # beyond the caches, part of it stays there between runs: no busy host either
+    assert above_roof("T", 48 << 20, roof, False, l3) == (
+        "T ran above its copy-bandwidth roof (40.0 GB/s): its 48.0 MiB stay partly in the "
+        "caches (32 MiB) between runs, served faster than the memory the copy measures")
 
 
 def test_warm_up_gives_every_task_a_round_before_any_task_gets_a_second(tmp_path):

@@ -22,12 +22,13 @@ from .interactive import InteractiveMeasurer, InteractiveResult, interactive_con
 from .measurer import Measurer, measure
 from .pool import WorkerPool
 from .result import ERROR_KINDS, BuildResult, MeasureInput, MeasureResult
-from .roofline import Roofline, intensity, measure_roofline
+from .roofline import Roofline, compulsory_bytes, intensity, measure_roofline
 from .runner import LocalRunner
 
 __all__ = ["MeasureInput", "MeasureResult", "BuildResult", "ERROR_KINDS", "RunConfig",
            "LocalBuilder", "LocalRunner", "Measurer", "measure", "WorkerPool", "Reference",
            "ReferenceCache", "FAULTS", "InteractiveMeasurer",
            "InteractiveResult", "interactive_config", "Roofline", "measure_roofline", "intensity",
+           "compulsory_bytes",
            "DaskMeasurer", "busy_cores", "busy_note",
            "warn_if_busy"]
