@@ -135,6 +135,23 @@ after the re-timing ranks by the lower quartile of five rounds (f466cc0), load 0
     C2       183.8        95.7 (98.8)                 83.1  1.92x  37.3 / 256.8 s = 0.145
 
 Ours over numpy 2.21x, MetaSchedule over numpy 1.15x: the same standing as before.
+
+Session 19, a 2-core AMD Zen 5 (EPYC; LLVM: znver5, AVX-512, 16 lanes; L2 1 MiB a core,
+L3 32 MiB), the kind of machine the issue's figures came from, quiet (numpy's gemm 1024
+at 404-455 GFLOP/s in probes before and after), ``--cases gemm-1024 C2``, from cab5ee2:
+
+    case       ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    gemm-1024     453.5        320.1 (314.1)              440.5  1.42x  14.6 / 96.5 s = 0.151
+    C2            449.7        129.8 (136.3)              267.6  3.47x  21.3 / 74.6 s = 0.286
+
+C2 meets the speed and misses the time; gemm the reverse. MetaSchedule's gemm here is
+2.7x the issue's 119 on a Zen 5: 3x it would be 960 GFLOP/s, 1.8x the two-thread FMA peak
+the suite tables measured that hour (490-529). C2's 64 trials (``explorer tune ...
+--no-expert-seed --json``): setup 0.6 s, search 7.8, measure 8.8, train 0.6, re-timing
+1.4, other 0.6. The builds are 15.1 s of CPU for 64 candidates (two workers): IR
+generation 3.4 s, LLVM's O3 7.9, code generation 3.0, replay and lowering 0.7. O2 cut the
+compile by 17% and slowed the best kernel from 0.53 to 0.69 ms; O3 without the loop and
+SLP vectorizers cut it by 7%. 1/5 of MetaSchedule's 75 s is 15 s: a third of ours to go.
 """
 from __future__ import annotations
 
