@@ -100,9 +100,9 @@ class SuiteBench(Bench):
 
 # A host shared with other processes slows the table's timings while they run. Two
 # signs of it, each a note under the table. On a quiet 2-core Zen 5 (BERT-base and
-# ResNet-18 tables, 15 rounds) the two roof readings agreed within 3% and every row's
-# median was 1.01-1.20x its fastest round; busy stretches there read a peak of 257
-# against 505 GFLOP/s, and medians 1.4-2.2x the fastest round.
+# ResNet-18 tables, 15 rounds) the peak's two readings agreed within 3%, the bandwidth's
+# within 9%, and every row's median was 1.01-1.20x its fastest round; busy stretches
+# there read a peak of 257 against 505 GFLOP/s, and medians 1.36-2.2x the fastest round.
 ROOF_AGREES = 0.8     # the lower of the roof's two measurements over the higher
 SPREAD_BUSY = 1.25    # a row's median over its fastest round
 
