@@ -189,6 +189,15 @@ def test_a_task_above_its_roof_is_told_apart_from_a_busy_host():
     assert above_roof("T", 48 << 20, roof, False, l3) == (
         "T ran above its copy-bandwidth roof (40.0 GB/s): its 48.0 MiB stay partly in the "
         "caches (32 MiB) between runs, served faster than the memory the copy measures")
+    # the table's own call: a suite's task, its bytes and its bound from the workload
+    from types import SimpleNamespace
+    from explorer.cli.suite_bench import SuiteBench
+    from explorer.target import Target
+    bench = SimpleNamespace(target=Target("llvm", l3_bytes=l3))
+    tasks = {t.name: t for t in load_suite("memory_bound") + load_suite("resnet18")}
+    note = SuiteBench._above_roof_note(bench, tasks["softmax_1k"], roof)
+    assert note.startswith("softmax_1k ran above its copy-bandwidth roof (40.0 GB/s): its 8.0 MiB")
+    assert "other processes were busy" in SuiteBench._above_roof_note(bench, tasks["C2"], roof)
 
 
 def test_warm_up_gives_every_task_a_round_before_any_task_gets_a_second(tmp_path):

@@ -40,7 +40,7 @@ class SuiteBench(Bench):
             self.notes.append(f"no roofline: {e}")
             return None
 
-    def above_roof(self, task, roof) -> str:
+    def _above_roof_note(self, task, roof) -> str:
         wl = task.workload
         return above_roof(task.name, compulsory_bytes(wl), roof,
                           roof.attainable_gflops(wl) >= roof.peak_gflops,
@@ -85,7 +85,7 @@ class SuiteBench(Bench):
             e["roof_gflops"] = roof.attainable_gflops(t.workload) if roof else None
             tuned = e["rows"]["tuned"]["median_secs"]
             if roof and tuned and e["flops"] / tuned / 1e9 > 1.05 * e["roof_gflops"]:
-                self.notes.append(self.above_roof(t, roof))
+                self.notes.append(self._above_roof_note(t, roof))
         totals = {}
         for impl in ("tuned",) + tuple(self.pools):
             secs = [e["rows"][impl]["median_secs"] for e in entries]
