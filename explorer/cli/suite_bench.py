@@ -44,7 +44,7 @@ class SuiteBench(Bench):
         wl = task.workload
         return above_roof(task.name, compulsory_bytes(wl), roof,
                           roof.attainable_gflops(wl) >= roof.peak_gflops,
-                          getattr(self.target, "l3_bytes", 0))
+                          self.target.l3_bytes)
 
     def contenders(self, wl) -> list:
         rows = [self._tuned(wl)]
