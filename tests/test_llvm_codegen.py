@@ -558,3 +558,25 @@ def test_vector_math_pieces(dtype, lanes):
     np.testing.assert_allclose(b[2], np.tanh(a[0]), rtol=4e-6, atol=1e-6)
     if "+avx512f" in kern.target.features.split(",") and lanes in (16, 64, 8, 32):
         assert "_ZGVeN" in kern.llvm_ir
+
+
+def test_vector_constants_are_shared_and_spelled_as_llvmlite_spells_them():
+    """Shuffle masks, iotas and lane masks are built once per value (``vector_const``):
+    the same object every time, printed as a fresh llvmlite constant would be, so that
+    sharing them changes the emitted IR in nothing; and a module that uses one twice
+    (a splat, then a masked tail) still computes what numpy does."""
+    import llvmlite.ir as ir
+
+    from explorer.backends.llvm.types import I1, I32, vector_const
+    for elem, vals in [(I32, (0,) * 16), (I32, (3, 1, 2, 0)), (I1, (1, 1, 0, 0))]:
+        c = vector_const(elem, vals)
+        assert c is vector_const(elem, vals)
+        assert str(c) == str(ir.Constant(ir.VectorType(elem, len(vals)), list(vals)))
+    A, B = Buffer("A", (2, 21), "float32"), Buffer("B", (2, 21), "float32")
+    f = lowered([A, B], For(v, 21, seq([BufferStore(B, Add(A[C(0), v], A[C(1), C(0)]),
+                                                    (C(0), v)),
+                                        BufferStore(B, A[C(1), v], (C(1), v))]),
+                            "vectorized"))
+    kern, (a, b) = run(f, random_args(f))
+    np.testing.assert_allclose(b[0], a[0] + a[1, 0], rtol=1e-6)
+    np.testing.assert_allclose(b[1], a[1])

@@ -49,7 +49,7 @@ from .analysis import free_names, vectorize_blocker
 from .access import mt_align
 from .exprgen import ExprEmitter
 from .types import (ELEM_BYTES, I1, I8, I32, I64, PTR, VOID, const_int, lanes_of, mem_type,
-                    suffix)
+                    suffix, vector_const)
 
 MAX_UNROLL = 4096          # register stores an unrolled loop may expand to; beyond, a loop
 MAX_VECTOR_LANES = 64      # a longer vectorized loop runs as a loop over vector chunks
@@ -553,7 +553,7 @@ class StmtGen:
         saved_mask, saved_range = self.mask, self.st.ranges.get(s.var.name)
         if valid is not None:
             first = const_int(base)
-            self.mask = ir.Constant(ir.VectorType(I1, lanes), [1] * valid + [0] * (lanes - valid))
+            self.mask = vector_const(I1, (1,) * valid + (0,) * (lanes - valid))
             self.st.ranges[s.var.name] = (0, max(s.extent - 1, first + lanes - 1))
         try:
             self.with_var(s.var.name, base, lambda: (prefetch.emit(self, s, lanes),

@@ -24,7 +24,7 @@ from ...target.host import host_cpu
 from .access import AccessEmitter
 from .analysis import has_load, has_unsafe
 from .types import (F32, I1, I32, I64, TextConstant, const_int, is_float, lanes_of, poison,
-                    reg_type, scalar_type, splat_const, splat_of, suffix)
+                    reg_type, scalar_type, splat_const, splat_of, suffix, vector_const)
 from .vecmath import exp_f32, inline_exp, inline_tanh, tanh_f32, vector_function
 
 # fast-math flags on float arithmetic: only contraction (a*b+c -> fma), never reassociation,
@@ -55,15 +55,14 @@ class ExprEmitter(AccessEmitter):
         if isinstance(v, ir.Constant) and not isinstance(v, TextConstant):
             return splat_of(v, lanes)
         one = self.b.insert_element(poison(vt), v, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(one, poison(vt),
-                                     ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+        return self.b.shuffle_vector(one, poison(vt), vector_const(I32, (0,) * lanes))
 
     def unify(self, a: ir.Value, b: ir.Value) -> tuple:
         n = max(lanes_of(a), lanes_of(b))
         return self.splat(a, n), self.splat(b, n)
 
     def iota(self) -> ir.Constant:
-        return ir.Constant(ir.VectorType(I64, self.lanes), list(range(self.lanes)))
+        return vector_const(I64, tuple(range(self.lanes)))
 
     def int_type(self) -> ir.Type:
         """int32 values are i64 inside index arithmetic (see ``emit_index``), else i32."""
@@ -320,8 +319,7 @@ class ExprEmitter(AccessEmitter):
             pairs = []
             for a, b in zip(pieces[::2], pieces[1::2]):
                 m = lanes_of(a) * 2
-                pairs.append(self.b.shuffle_vector(a, b, ir.Constant(ir.VectorType(I32, m),
-                                                                     list(range(m)))))
+                pairs.append(self.b.shuffle_vector(a, b, vector_const(I32, tuple(range(m)))))
             pieces = pairs
         return pieces[0]
 

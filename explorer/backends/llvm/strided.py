@@ -17,7 +17,7 @@ import llvmlite.ir as ir
 
 from ...errors import BuildError
 from ...ir.expr import BufferLoad
-from .types import I32, I64, PTR, mem_type, poison, suffix
+from .types import I32, I64, PTR, mem_type, poison, suffix, vector_const
 
 
 def strided_load(ex, ptr, e: BufferLoad, stride: int, mask, align: int) -> ir.Value:
@@ -47,7 +47,7 @@ def strided_load(ex, ptr, e: BufferLoad, stride: int, mask, align: int) -> ir.Va
         # element k of this piece is lane lanes[k]'s (or nobody's: off)
         sel = [lanes.get(k, n) for k in range(n)]
         zero = ir.Constant(mask.type, [0] * n)
-        m = ex.b.shuffle_vector(mask, zero, ir.Constant(ir.VectorType(I32, n), sel))
+        m = ex.b.shuffle_vector(mask, zero, vector_const(I32, tuple(sel)))
         fn = ex.fn.mod.declare(f"llvm.masked.load.{suffix(vt)}.p0", vt,
                                  [PTR, I32, m.type, vt])
         pieces.append(ex.b.call(fn, [addr, ir.Constant(I32, align), m, poison(vt)]))
@@ -68,7 +68,7 @@ def strided_load(ex, ptr, e: BufferLoad, stride: int, mask, align: int) -> ir.Va
             else:
                 sel.append(n + k if q == p else i)
         first = pieces[0] if acc is None else acc
-        acc = ex.b.shuffle_vector(first, pieces[p], ir.Constant(ir.VectorType(I32, n), sel))
+        acc = ex.b.shuffle_vector(first, pieces[p], vector_const(I32, tuple(sel)))
     return acc
 
 

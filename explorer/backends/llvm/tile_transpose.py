@@ -30,7 +30,7 @@ from ...ir.stmt import BufferStore, For
 from .analysis import flat_coeff, has_unsafe, vectorize_blocker
 from .exprgen import ExprEmitter
 from . import streaming
-from .types import ELEM_BYTES, I32, I64, VOID, const_int, suffix
+from .types import ELEM_BYTES, I32, I64, VOID, const_int, suffix, vector_const
 
 
 def transpose_rows(b: ir.IRBuilder, rows: list) -> list:
@@ -55,7 +55,7 @@ def transpose_rows(b: ir.IRBuilder, rows: list) -> list:
 
 
 def _mask(idx: list) -> ir.Constant:
-    return ir.Constant(ir.VectorType(I32, len(idx)), idx)
+    return vector_const(I32, tuple(idx))
 
 
 class _ColumnEmitter(ExprEmitter):
@@ -213,7 +213,7 @@ def _emit_streaming(gen, s: For, tile, cols: tuple) -> None:
     rest = b.sub(ir.Constant(I64, n), shift)        # lanes of the row's tail: n - shift
     rest_v = b.shuffle_vector(b.insert_element(ir.Constant(vt, None), rest,
                                                ir.Constant(I32, 0)),
-                              ir.Constant(vt, None), ir.Constant(ir.VectorType(I32, n), [0] * n))
+                              ir.Constant(vt, None), vector_const(I32, (0,) * n))
     last = ir.Constant(I64, n - 1)
     tail_rows = []
     for k in range(n):      # the tail's line starts ``shift`` lanes into the last square

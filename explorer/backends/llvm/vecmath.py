@@ -48,7 +48,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from .runtime import load_library
-from .types import F32, I32, lanes_of, splat_const, suffix
+from .types import F32, I32, lanes_of, splat_const, suffix, vector_const
 
 # Vector function ABI ISA letter and register width (bits) per instruction set.
 _ISAS = (("e", 512, "+avx512f"), ("d", 256, "+avx2"))
@@ -154,8 +154,7 @@ def _scalef(b: ir.IRBuilder, y: ir.Value, n: ir.Value) -> ir.Value:
 
 
 def _indices(idx) -> ir.Constant:
-    idx = list(idx)
-    return ir.Constant(ir.VectorType(I32, len(idx)), idx)
+    return vector_const(I32, tuple(idx))
 
 
 def _call(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
