@@ -40,6 +40,16 @@ SEED = 0
 COLLECT_NOTE = "collect.json"    # in the database: how its records were collected
 
 
+def command_line(args) -> str:
+    """This script's command line as recorded in the model's ``meta.json``, with the
+    host description it ran under (``EXPLORER_HOST_ISA=avx2``: an AVX-512 host collecting
+    for the AVX2 family) in front."""
+    from explorer.target.host import HOST_ISA
+    isa = os.environ.get(HOST_ISA, "").strip()
+    env = f"{HOST_ISA}={isa} " if isa else ""
+    return f"{env}python3 benchmarks/train_pretrained.py {' '.join(args)}".strip()
+
+
 def round_robin(suites) -> list:
     """(suite, Task) over ``suites``, one task of each suite in turn."""
     from explorer.task_scheduler import load_suite
@@ -77,7 +87,7 @@ def collect(db_path: str, suites, trials: int, seed: int, minutes: float | None,
                 f"{res.best_gflops or 0:.1f} GFLOP/s ({time.time() - t0:.0f} s)")
     finally:
         measurer.close()
-    note = {"command": "python3 benchmarks/train_pretrained.py " + " ".join(sys.argv[1:]),
+    note = {"command": command_line(sys.argv[1:]),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": target.describe(), "trials": counts}
     (Path(db_path) / COLLECT_NOTE).write_text(json.dumps(note, indent=1) + "\n")
@@ -179,9 +189,8 @@ def main(argv=None) -> int:
         from explorer.cost_model.pretrained import shipped_root
         from explorer.suites import example_database_path
         dbs = [args.db] + ([] if args.no_example_db else [str(example_database_path())])
-        command = "python3 benchmarks/train_pretrained.py " + " ".join(
-            sys.argv[1:] if argv is None else argv)
-        train(dbs, args.target, args.out or shipped_root(), args.seed, command.strip())
+        command = command_line(sys.argv[1:] if argv is None else argv)
+        train(dbs, args.target, args.out or shipped_root(), args.seed, command)
     return 0
 
 
