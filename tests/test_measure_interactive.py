@@ -126,6 +126,13 @@ def test_roofline_is_measured_once_for_this_host(m):
     assert roof.peak_gflops > 1 and roof.bandwidth_gbs > 0.5
     assert roof.ridge == pytest.approx(roof.peak_gflops / roof.bandwidth_gbs)
     assert f"{m.target.vector_lanes} fp32 lanes" in roof.source
+    # the cache levels' copies: named in the source, each level larger than the one before
+    # (the host's own sizes: half of the cores' L2 caches, half of the L3), each measured
+    names = [name for name, _, _ in roof.cache_roofs]
+    assert names and set(names) <= {"L2", "L3"}
+    sizes = [size for _, size, _ in roof.cache_roofs]
+    assert sizes == sorted(set(sizes)) and all(g > 0.5 for _, _, g in roof.cache_roofs)
+    assert all(f"{name} " in roof.source for name in names)
     with pytest.raises(MeasureError, match="llvm"):
         measure_roofline("interp")
 
@@ -163,3 +170,16 @@ def test_libraries_run_with_their_own_openmp_wait_not_our_runtimes(monkeypatch):
         pool.close()
     env = info["result"]["env"]
     assert env["GOMP_SPINCOUNT"] is None and env["OMP_WAIT_POLICY"] == "active"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_the_roofline_copy_kernel_copies_what_it_times(streaming):
+    """The JIT copy behind the memory and cache roofs (ordinary or streaming stores, the
+    host's vector width) copies every element it times (it checks, and raises if not),
+    on one thread and on two, warm and cold."""
+    from explorer.measure.roofline import copy_loop_ir, jit_copy_gbs
+    from explorer.target import Target
+    target = Target("llvm")
+    assert ("!nontemporal" in copy_loop_ir(target.vector_lanes, streaming)) == streaming
+    for threads in (1, 2):
+        assert jit_copy_gbs(target, 3 << 20, threads, streaming, 8 << 20) > 0.1

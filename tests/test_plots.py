@@ -198,3 +198,15 @@ def test_tiling_zoom_frames_the_first_tile_of_a_level():
     plots.plot_tiling(ax, _tiled(ops.gemm(64, 64, 8)), zoom=0, legend="none")
     assert ax.get_xlim() == (-0.5, 16.5) and ax.get_ylim() == (8.5, -0.5)
     assert ax.get_legend() is None
+
+
+def test_roofline_draws_each_cache_level_it_was_given_under_the_peak():
+    ax = _ax()
+    roof = Roofline(400.0, 40.0, "m", (("L2", 1 << 20, 320.0), ("L3", 16 << 20, 160.0)))
+    plots.plot_roofline(ax, [plots.roofline_point(ops.gemm(64, 64, 64), 1e-4)], roof)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "memory 40 GB/s", "compute 400 GFLOP/s", "L2 320 GB/s (data up to 1 MiB)",
+        "L3 160 GB/s (data up to 16 MiB)"]
+    for line, gbs in zip(ax.lines[2:], (320.0, 160.0)):   # each slope meets the peak
+        (x0, x1), (y0, y1) = line.get_xdata(), line.get_ydata()
+        assert y0 == pytest.approx(gbs * x0) and (x1, y1) == (pytest.approx(400.0 / gbs), 400.0)

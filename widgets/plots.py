@@ -338,7 +338,9 @@ def roofline_point(workload, seconds: float, label: str = "kernel") -> tuple:
 
 
 def plot_roofline(ax, points, roof):
-    """The roofline (memory slope and compute roof) with kernels placed on it.
+    """The roofline (memory slope and compute roof) with kernels placed on it; the
+    cache levels' slopes (``Roofline.cache_roofs``) thin and dotted above the memory's:
+    a kernel whose bytes fit in a level is bounded by that level's slope.
 
     ``points``: ``(label, flop/byte, GFLOP/s)`` tuples, e.g. from :func:`roofline_point`;
     ``roof``: the host's measured ``explorer.measure.Roofline`` (peak GFLOP/s and
@@ -351,6 +353,9 @@ def plot_roofline(ax, points, roof):
             label=f"memory {bandwidth:.3g} GB/s")
     ax.plot([ridge, hi], [peak, peak], color="black", lw=2, ls="--",
             label=f"compute {peak:.3g} GFLOP/s")
+    for name, size, gbs in getattr(roof, "cache_roofs", ()):
+        ax.plot([lo, peak / gbs], [gbs * lo, peak], color="gray", lw=1, ls=":",
+                label=f"{name} {gbs:.3g} GB/s (data up to {_human(size)})")
     if points:
         ax.scatter([p[1] for p in points], [p[2] for p in points], s=40, zorder=3,
                    c=[LEVEL_COLORS[n % len(LEVEL_COLORS)] for n in range(len(points))])

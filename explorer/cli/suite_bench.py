@@ -43,8 +43,7 @@ class SuiteBench(Bench):
     def _above_roof_note(self, task, roof) -> str:
         wl = task.workload
         return above_roof(task.name, compulsory_bytes(wl), roof,
-                          roof.attainable_gflops(wl) >= roof.peak_gflops,
-                          self.target.l3_bytes)
+                          roof.attainable_gflops(wl) >= roof.peak_gflops)
 
     def contenders(self, wl) -> list:
         rows = [self._tuned(wl)]
@@ -107,21 +106,22 @@ ROOF_AGREES = 0.8     # the lower of the roof's two measurements over the higher
 SPREAD_BUSY = 1.25    # a row's median over its fastest round
 
 
-def above_roof(name: str, nbytes: int, roof, peak_bound: bool, cache_bytes: int) -> str:
+def above_roof(name: str, nbytes: int, roof, peak_bound: bool) -> str:
     """Why a task ran faster than its roof. A compute-bound task cannot pass the FMA peak
     unless the peak read low (other processes busy while it was measured). A memory-bound
-    one can pass the copy bandwidth: the copy streams a large array from memory, writing
-    as much as it reads, and a task's compulsory bytes that fit in the caches, or part of
-    them, are served faster between runs (on a 2-core Zen 5 with a 32 MiB L3, MobileNet-V2's
-    depthwise layers, 0.4-6 MiB, ran at 1.2-2.8x the copy, and the memory-bound suite, 4-48
-    MiB, at 1.2-4.6x)."""
+    one is bounded by the copy bandwidth of the level that holds its compulsory bytes
+    (``Roofline.bandwidth_for``); it passes that when part of them stays in a faster
+    level between runs (a task just over the L2 copy's bytes still finds much of them
+    in the L2), or when that copy read low. Before the cache levels were measured, the
+    depthwise layers (0.4-6 MiB) ran at 1.2-2.8x a DRAM copy's bandwidth and the
+    memory-bound suite (4-48 MiB) at 1.2-4.6x, on a 2-core Zen 5 with a 32 MiB L3."""
     if peak_bound:
         return (f"{name} ran above the measured roof: other processes were busy while it "
                 "was measured, and it reads low")
-    where = ("fit in the caches, which serve them" if nbytes <= cache_bytes else
-             f"stay partly in the caches ({cache_bytes / 2**20:.0f} MiB) between runs, served")
-    return (f"{name} ran above its copy-bandwidth roof ({roof.bandwidth_gbs:.1f} GB/s): its "
-            f"{nbytes / 2**20:.1f} MiB {where} faster than the memory the copy measures")
+    level, gbs = roof.bandwidth_for(nbytes)
+    return (f"{name} ran above its roof, the {level}'s copy bandwidth ({gbs:.1f} GB/s): "
+            f"part of its {nbytes / 2**20:.1f} MiB stays in a faster level between runs, "
+            f"or the {level} copy read low (other processes busy while it was measured)")
 
 
 def busy_notes(before, after, entries: list) -> list:
@@ -156,9 +156,16 @@ def higher_roof(before, after):
     while a neighbour held a core put a tuned conv at 134% of it)."""
     if before is None or after is None:
         return before or after
+    after_caches = {name: gbs for name, _, gbs in after.cache_roofs}
     return Roofline(max(before.peak_gflops, after.peak_gflops),
                     max(before.bandwidth_gbs, after.bandwidth_gbs),
-                    before.source + "; the higher of two runs, before and after the table")
+                    before.source + "; the higher of two runs, before and after the table",
+                    tuple((name, size, max(gbs, after_caches.get(name, 0.0)))
+                          for name, size, gbs in before.cache_roofs))
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:g}"
 
 
 def _baseline(pool, impl, wl, cfg, threads):
@@ -227,10 +234,13 @@ def format_suite_table(table: dict) -> str:
                 "faster); network = sum of weight x median over the tasks")
     roof = table.get("roofline")
     if roof:
+        levels = "".join(f"{name} (up to {_mib(size)} MiB) {gbs:.0f} GB/s, "
+                         for name, size, gbs in roof.get("cache_roofs") or ())
         text.append(f"of roof = tuned GFLOP/s over what this host allows the task: the lower "
                     f"of its FMA peak, {roof['peak_gflops']:.0f} GFLOP/s, and its compulsory "
-                    f"bytes at the copy bandwidth, {roof['bandwidth_gbs']:.1f} GB/s (each the "
-                    "higher of a measurement before and one after the table)")
+                    f"bytes at the copy bandwidth of the level that holds them: {levels}"
+                    f"memory {roof['bandwidth_gbs']:.1f} GB/s (each the higher of a "
+                    "measurement before and one after the table)")
     for impl, t in tot.items():
         if t["weighted_secs"] is None:
             text.append(f"no network total for {impl}: {t['tasks_timed']} of "

@@ -8,8 +8,16 @@ host whatever its ISA:
   vectors of the target's width (``Target.vector_lanes``), run on every core
   at once (one thread per core, ``Target.num_cores``): lanes x 2 flops x
   chains x iterations per call, over the wall time of the slowest thread;
-- memory: a numpy copy of a buffer twice the size of the last-level cache, split
-  over the same threads (bytes read + bytes written, per second).
+- memory: a copy of a buffer twice the size of the last-level cache, split over the
+  same threads (bytes read + bytes written, per second), the faster of numpy's copy and
+  a JIT-compiled one with streaming (non-temporal) stores, which skip reading the
+  destination into the cache first, as the code generator's streaming stores do;
+- caches (``cache_roofs``): the same copy, compiled with ordinary stores, over a
+  source and destination that together fill half of the cores' L2 caches, then half
+  of the L3, repeated while they stay there. A task whose compulsory bytes fit in
+  that much of a level runs again and again on data the level holds (a tuner's
+  timing repeats a kernel without flushing the caches), so that level's copy bounds
+  it, not the memory's.
 
 Each is the best of a few runs (a roof is a maximum). The job runs in a worker
 process (``handlers="explorer.measure.roofline"``), like every other timing.
@@ -39,20 +47,38 @@ class Roofline:
     peak_gflops: float
     bandwidth_gbs: float
     source: str = ""
+    # (level, bytes, GB/s), the smallest level first: a task whose compulsory bytes are
+    # at most ``bytes`` is bounded by that level's copy bandwidth (the module docstring)
+    cache_roofs: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "cache_roofs", tuple(
+            (str(name), int(size), float(gbs)) for name, size, gbs in self.cache_roofs))
 
     @property
     def ridge(self) -> float:
-        """Arithmetic intensity (flop/byte) where the two roofs meet."""
+        """Arithmetic intensity (flop/byte) where the compute roof meets the memory's."""
         return self.peak_gflops / self.bandwidth_gbs
+
+    def bandwidth_for(self, nbytes: int) -> tuple:
+        """(level, GB/s) that bounds a task moving ``nbytes`` compulsory bytes: the
+        smallest cache level that holds them (``cache_roofs``), else the memory; never
+        below the memory's bandwidth."""
+        for name, size, gbs in self.cache_roofs:
+            if nbytes <= size:
+                return name, max(gbs, self.bandwidth_gbs)
+        return "memory", self.bandwidth_gbs
 
     def attainable_gflops(self, workload) -> float:
         """The roof over ``workload``: the compute peak, or its compulsory traffic at the
-        copy bandwidth where that is lower (``intensity x bandwidth``)."""
-        return min(self.peak_gflops, intensity(workload) * self.bandwidth_gbs)
+        bandwidth of the level that holds it (``bandwidth_for``) where that is lower."""
+        nbytes = compulsory_bytes(workload)
+        return min(self.peak_gflops,
+                   workload.flops / max(1, nbytes) * self.bandwidth_for(nbytes)[1])
 
     def as_json(self) -> dict:
         return {"peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
-                "source": self.source}
+                "source": self.source, "cache_roofs": [list(c) for c in self.cache_roofs]}
 
 
 def compulsory_bytes(workload) -> int:
@@ -145,6 +171,76 @@ def copy_bandwidth_gbs(nbytes: int, threads: int) -> float:
     return 2 * nbytes / best / 1e9
 
 
+def copy_loop_ir(lanes: int, streaming: bool) -> str:
+    """LLVM IR of ``void copy(float* dst, float* src, i64 n, i64 reps)``: ``reps`` times,
+    copy ``n`` floats (a multiple of ``lanes``, 64-byte aligned) in ``<lanes x float>``
+    loads and stores, non-temporal where ``streaming``; a fence after each pass."""
+    vt = f"<{lanes} x float>"
+    hint = ", !nontemporal !0" if streaming else ""
+    return "\n".join([
+        "define void @copy(ptr noalias %dst, ptr noalias %src, i64 %n, i64 %reps) {",
+        "entry:", "  br label %pass",
+        "pass:", "  %r = phi i64 [0, %entry], [%r.next, %passed]", "  br label %loop",
+        "loop:", "  %i = phi i64 [0, %pass], [%i.next, %loop]",
+        "  %from = getelementptr inbounds float, ptr %src, i64 %i",
+        f"  %v = load {vt}, ptr %from, align 64",
+        "  %to = getelementptr inbounds float, ptr %dst, i64 %i",
+        f"  store {vt} %v, ptr %to, align 64{hint}",
+        f"  %i.next = add i64 %i, {lanes}", "  %done = icmp uge i64 %i.next, %n",
+        "  br i1 %done, label %passed, label %loop",
+        "passed:", "  fence seq_cst", "  %r.next = add i64 %r, 1",
+        "  %all = icmp uge i64 %r.next, %reps", "  br i1 %all, label %exit, label %pass",
+        "exit:", "  ret void", "}", "!0 = !{i32 1}", ""])
+
+
+def _aligned(n: int, fill: float) -> np.ndarray:
+    raw = np.full(n + 16, fill, dtype=np.float32)
+    off = (-raw.ctypes.data) % 64 // 4
+    return raw[off:off + n]
+
+
+def jit_copy_gbs(target, nbytes: int, threads: int, streaming: bool,
+                 total_bytes: int = 0) -> float:
+    """Measured GB/s (read + write) of the JIT copy of ``nbytes`` split over ``threads``,
+    each thread's part copied again until ``total_bytes`` have been copied (a warm,
+    cache-resident copy) or once; the copy is checked."""
+    from ..backends.llvm.jit import JitModule
+    lanes = target.vector_lanes
+    module = JitModule(copy_loop_ir(lanes, streaming), "copy", target)
+    copy = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_int64)(module.address)
+    part = max(lanes, nbytes // 4 // threads // (16 * lanes) * (16 * lanes))
+    src, dst = _aligned(part * threads, 1.0), _aligned(part * threads, 0.0)
+    reps = max(1, total_bytes // (part * threads * 4))
+
+    def run(k):
+        copy(dst.ctypes.data + 4 * k * part, src.ctypes.data + 4 * k * part, part, reps)
+    _on_threads(run, threads)      # first touch, and the caches filled
+    best = min(_on_threads(run, threads) for _ in range(RUNS))
+    if not np.array_equal(dst, src):
+        raise MeasureError("the roofline's copy kernel copied wrong values")
+    return 2 * 4 * part * threads * reps / best / 1e9
+
+
+# Bytes a warm cache-level copy moves per timed run (enough for a few milliseconds).
+CACHE_COPY_BYTES = 256 * 2 ** 20
+
+
+def cache_roofs(target, threads: int) -> tuple:
+    """((level, bytes, GB/s), ...): the copy bandwidth of source and destination that
+    together fill half of the ``threads`` cores' L2 caches, then half of the L3 (a
+    level no larger than the one before it is left out)."""
+    out, below = [], 0
+    for name, size in (("L2", threads * target.l2_bytes), ("L3", target.l3_bytes)):
+        fits = size // 2
+        if fits <= below:
+            continue
+        out.append((name, fits, jit_copy_gbs(target, fits // 2, threads, False,
+                                              CACHE_COPY_BYTES)))
+        below = fits
+    return tuple(out)
+
+
 def _cpu(target):
     if target.kind != "llvm":
         raise MeasureError(f"a roofline is measured for an llvm (CPU) target, not "
@@ -159,10 +255,13 @@ def roofline_job(payload: dict, emit) -> dict:
     threads = max(1, target.num_cores or os.cpu_count() or 1)
     peak = peak_gflops(target, threads)
     nbytes = copy_bytes(target.l3_bytes)
-    bandwidth = copy_bandwidth_gbs(nbytes, threads)
+    bandwidth = max(copy_bandwidth_gbs(nbytes, threads),
+                    jit_copy_gbs(target, nbytes, threads, streaming=True))
+    caches = cache_roofs(target, threads)
+    levels = "".join(f", {name} {gbs:.0f} GB/s" for name, _, gbs in caches)
     source = (f"measured: FMA on {target.vector_lanes} fp32 lanes x {threads} "
-              f"thread{'s' * (threads > 1)}, a {nbytes >> 20} MiB copy")
-    return Roofline(peak, bandwidth, source).as_json()
+              f"thread{'s' * (threads > 1)}, a {nbytes >> 20} MiB copy{levels}")
+    return Roofline(peak, bandwidth, source, caches).as_json()
 
 
 def roofline_of_result(msg: dict) -> Roofline:
