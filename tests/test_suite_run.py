@@ -443,3 +443,27 @@ def test_a_resumed_suite_teaches_its_shared_model_all_records_in_one_training(tm
     results = ts.run()
     assert trained[0] == sum(held.values())
     assert [r.trials for r in results] == [held["a"], held["b"]]   # all read back
+
+
+def test_the_table_waits_for_its_workers_before_it_measures_the_roof():
+    """The library workers import numpy and PyTorch as they start; a roofline measured
+    meanwhile read half the FMA peak. Every worker of the table is waited for first; one
+    that died is left to fail its rows later (with a note), not the table."""
+    from types import SimpleNamespace
+    from explorer.cli.suite_bench import SuiteBench
+    from explorer.measure.pool import WorkerDied
+    waited = []
+
+    class Worker:
+        def __init__(self, name, dies=False):
+            self.name, self.dies = name, dies
+
+        def wait_ready(self):
+            waited.append(self.name)
+            if self.dies:
+                raise WorkerDied("gone")
+    pool = lambda *names: SimpleNamespace(workers=[Worker(n, n == "dead") for n in names])  # noqa: E731
+    bench = SimpleNamespace(measurer=SimpleNamespace(pool=pool("m0", "m1")),
+                            pools={"numpy": pool("np0"), "torch": pool("dead", "t1")})
+    SuiteBench._wait_ready(bench)
+    assert waited == ["m0", "m1", "np0", "dead", "t1"]

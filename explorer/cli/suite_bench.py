@@ -18,6 +18,7 @@ from .bench import Bench, Contender, _ms, _ratio
 from .. import ops
 from ..errors import ExplorerError
 from ..measure import Roofline, compulsory_bytes, measure_roofline
+from ..measure.pool import WorkerDied
 
 LIBS = ("numpy", "torch")
 
@@ -39,6 +40,17 @@ class SuiteBench(Bench):
         except ExplorerError as e:
             self.notes.append(f"no roofline: {e}")
             return None
+
+    def _wait_ready(self) -> None:
+        """Wait until every worker of the table has started: the library workers import
+        numpy and PyTorch, and a roofline measured meanwhile read half the FMA peak (a
+        worker that fails to start fails its rows later, with a note)."""
+        for pool in [self.measurer.pool, *self.pools.values()]:
+            for w in pool.workers:
+                try:
+                    w.wait_ready()
+                except WorkerDied:
+                    pass
 
     def _above_roof_note(self, task, roof) -> str:
         wl = task.workload
@@ -75,6 +87,8 @@ class SuiteBench(Bench):
         """The table: one entry per task, then the weighted totals; with ``roof``, the
         host's roofline (measured before and after the tasks, ``higher_roof``) and per task
         the GFLOP/s it allows (``Roofline.attainable_gflops``)."""
+        if self.roof:
+            self._wait_ready()
         first = self.roofline() if self.roof else None
         entries = [self.run_task(t) for t in tasks]
         last = self.roofline() if first else None
