@@ -462,7 +462,8 @@ def test_the_table_waits_for_its_workers_before_it_measures_the_roof():
             waited.append(self.name)
             if self.dies:
                 raise WorkerDied("gone")
-    pool = lambda *names: SimpleNamespace(workers=[Worker(n, n == "dead") for n in names])  # noqa: E731
+    def pool(*names):
+        return SimpleNamespace(workers=[Worker(n, n == "dead") for n in names])
     bench = SimpleNamespace(measurer=SimpleNamespace(pool=pool("m0", "m1")),
                             pools={"numpy": pool("np0"), "torch": pool("dead", "t1")})
     SuiteBench._wait_ready(bench)
