@@ -152,6 +152,19 @@ the suite tables measured that hour (490-529). C2's 64 trials (``explorer tune .
 generation 3.4 s, LLVM's O3 7.9, code generation 3.0, replay and lowering 0.7. O2 cut the
 compile by 17% and slowed the best kernel from 0.53 to 0.69 ms; O3 without the loop and
 SLP vectorizers cut it by 7%. 1/5 of MetaSchedule's 75 s is 15 s: a third of ours to go.
+
+Session 20, the same Zen 5, quiet (probes 385-434 GFLOP/s), ``--cases C2`` from 8700b48
+(IR generation 28% cheaper, a3303d2; the kernels the same):
+
+    case       ours (alone)  MetaSchedule (while tuning)  numpy  speed  wall time
+    C2            469.2        383.8 (387.4)              284.4  1.22x  20.6 / 81.5 s = 0.252
+
+MetaSchedule drew a C2 kernel 3x its session-19 one: 3x it is 1151 GFLOP/s, 2.2x the FMA
+peak. The speed target holds only on a draw below a third of the peak, on either case;
+issue 17 is blocked on it. Building ahead from each generation's children as they come
+(16-22 of the 64 builds made while the search ran, against 10-15) did not move the wall
+time (paired runs, after/before 1.02): the search slowed beside the busier worker by what
+the measuring gained.
 """
 from __future__ import annotations
 
