@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MeasureError
+from .buffers import argument_offsets, placed_full
 from .timing import scale_until
 
 CHAINS = 12        # independent FMA chains: > latency x FMA pipes on current CPUs
@@ -196,12 +197,6 @@ def copy_loop_ir(lanes: int, streaming: bool) -> str:
         "exit:", "  ret void", "}", "!0 = !{i32 1}", ""])
 
 
-def _aligned(n: int, fill: float) -> np.ndarray:
-    raw = np.full(n + 16, fill, dtype=np.float32)
-    off = (-raw.ctypes.data) % 64 // 4
-    return raw[off:off + n]
-
-
 def jit_copy_gbs(target, nbytes: int, threads: int, streaming: bool,
                  total_bytes: int = 0, runs: int = RUNS) -> float:
     """Measured GB/s (read + write) of the JIT copy of ``nbytes`` split over ``threads``,
@@ -213,7 +208,10 @@ def jit_copy_gbs(target, nbytes: int, threads: int, streaming: bool,
     copy = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                             ctypes.c_int64)(module.address)
     part = max(lanes, nbytes // 4 // threads // (16 * lanes) * (16 * lanes))
-    src, dst = _aligned(part * threads, 1.0), _aligned(part * threads, 0.0)
+    # placed as every timed kernel's arguments are (line-aligned, huge pages, staggered)
+    at = argument_offsets(2)
+    src = placed_full(part * threads, 1.0, np.float32, at[0])
+    dst = placed_full(part * threads, 0.0, np.float32, at[1])
     reps = max(1, total_bytes // (part * threads * 4))
 
     def run(k):

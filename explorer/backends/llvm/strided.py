@@ -46,7 +46,7 @@ def strided_load(ex, ptr, e: BufferLoad, stride: int, mask, align: int) -> ir.Va
             continue
         # element k of this piece is lane lanes[k]'s (or nobody's: off)
         sel = [lanes.get(k, n) for k in range(n)]
-        zero = ir.Constant(mask.type, [0] * n)
+        zero = vector_const(mask.type.element, (0,) * n)
         m = ex.b.shuffle_vector(mask, zero, vector_const(I32, tuple(sel)))
         fn = ex.fn.mod.declare(f"llvm.masked.load.{suffix(vt)}.p0", vt,
                                  [PTR, I32, m.type, vt])

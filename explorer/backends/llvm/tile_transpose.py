@@ -48,14 +48,10 @@ def transpose_rows(b: ir.IRBuilder, rows: list) -> list:
                 continue
             lo = [k if not k & s else n + k - s for k in range(n)]
             hi = [k + s if not k & s else n + k for k in range(n)]
-            nxt[i] = b.shuffle_vector(out[i], out[i + s], _mask(lo))
-            nxt[i + s] = b.shuffle_vector(out[i], out[i + s], _mask(hi))
+            nxt[i] = b.shuffle_vector(out[i], out[i + s], vector_const(I32, tuple(lo)))
+            nxt[i + s] = b.shuffle_vector(out[i], out[i + s], vector_const(I32, tuple(hi)))
         out, s = nxt, 2 * s
     return out
-
-
-def _mask(idx: list) -> ir.Constant:
-    return vector_const(I32, tuple(idx))
 
 
 class _ColumnEmitter(ExprEmitter):
